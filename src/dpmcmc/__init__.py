@@ -1,2 +1,40 @@
-"""dpmcmc: differentially private MCMC in JAX."""
+"""dpmcmc: differentially private Bayesian inference with MCMC in JAX.
+
+Quick start::
+
+    import dpmcmc
+    pre = dpmcmc.models.preset("banana-2d")
+    res = dpmcmc.sample(pre.model, pre.data, "dp-hmc", epsilon=4.0, delta=0.1 / len(pre.data),
+                        tau_l=0.1, tau_g=0.55, clip=..., grad_clip=..., step_size=..., leapfrog_steps=25)
+    print(res.privacy)
+
+``dpmcmc.accounting`` is importable on its own (NumPy/SciPy only, no JAX).
+"""
+from __future__ import annotations
+
 __version__ = "0.1.0"
+
+from . import accounting  # noqa: F401  (no JAX import)
+
+_LAZY = {
+    "sample": ("dpmcmc.api", "sample"),
+    "Model": ("dpmcmc.models.base", "Model"),
+    "Result": ("dpmcmc.result", "Result"),
+    "NonPrivateDiagnostics": ("dpmcmc.result", "NonPrivateDiagnostics"),
+    "PrivacyReport": ("dpmcmc.accounting", "PrivacyReport"),
+}
+
+__all__ = ["accounting", "models", "samplers", "diagnostics", *_LAZY]
+
+
+def __getattr__(name: str):
+    # JAX is imported only when a sampler-side name is first used, so `dpmcmc budget` and the
+    # accounting module start fast.
+    import importlib
+
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    if name in ("models", "samplers", "diagnostics", "experiments", "audit"):
+        return importlib.import_module(f"dpmcmc.{name}")
+    raise AttributeError(f"module 'dpmcmc' has no attribute {name!r}")

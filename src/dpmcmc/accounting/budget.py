@@ -1,0 +1,569 @@
+"""Per-algorithm release descriptions, and the budget functions built on them.
+
+One place says what one iteration of each algorithm releases (:func:`releases`); samplers
+draw their noise from the same description and the accountants turn it into (ε, δ).
+
+Conventions (substitute relation; ARCHITECTURE.md):
+
+* ``dp-penalty`` (001 Thm 6): one clipped log-likelihood-ratio sum per iteration, noise
+  standard deviation σ_l = 2 τ √n b ‖θ−θ'‖ for sensitivity 2 b ‖θ−θ'‖, so μ = 1/(2 τ² n).
+* ``dp-hmc`` (000 Algorithm 1, Thm 3.5): per iteration one log-likelihood ratio
+  (μ_l = 1/(2 τ_l² n)) and L + 1 clipped gradient sums (σ_g = 2 τ_g √n b_g,
+  μ_g = 1/(2 τ_g² n)); k iterations release k log-likelihood ratios and k(L+1) gradients.
+* ``minibatch-penalty`` (001 Thm 8): one release of λ − σ_b²/2 on a minibatch of size b drawn
+  without replacement, sensitivity c(θ,θ') and noise variance τ c², i.e. per-release RDP
+  α/(2τ). In the units of :mod:`dpmcmc.accounting.pld` (noise standard deviation over the
+  per-example bound, neighbouring values differing by at most 2) the per-example bound is
+  c/2, so σ = √τ c / (c/2) = 2√τ; its Gaussian μ = 2/σ² = 1/(2τ) matches Thm 8's α/(2τ).
+* ``dp-barker`` (002 Thm 2 and Cor. 3, 001 Thm 7): one Barker test on a minibatch of size b
+  with total noise variance C = 2 and per-example log-likelihood ratios clipped to √b/n₀
+  (n₀ = n without tempering). Only an RDP bound exists.
+* ``dp-sgld``, ``dp-sgnht``: one subsampled clipped-gradient sum per iteration with noise
+  standard deviation ``noise_multiplier`` × clip bound (σ = noise_multiplier in pld units).
+
+Running ``chains`` chains of k iterations composes chains·k iterations.
+
+Caveat on ``accountant="pld"`` for the subsampled samplers: it uses the dominating pair of
+:mod:`dpmcmc.accounting.pld` for fixed-size sampling without replacement under substitution,
+(1−q)N(0,σ²) + qN(±1,σ²), the convention of the papers' code (Fourier accountant
+``get_delta_S``) and of the held reference values. Neighbouring data sets whose other records
+all contribute −C while the replaced record moves from +C to −C produce the pair
+(1−q)N(0,σ²) + qN(2,σ²) vs N(0,σ²), whose hockey-stick divergence is larger (e.g. σ = 1,
+q = 0.1, ε = 0.5: 0.033 against 0.0033). ``accountant="rdp"`` (WBK Thm 9) needs no such pair.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import pld as _pld
+from ._checks import check_choice, check_int, check_positive, check_probability
+from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
+from .rdp import (
+    barker_orders,
+    barker_rdp,
+    default_orders,
+    gaussian_rdp,
+    rdp_to_epsilon,
+    subsampled_rdp,
+)
+from .report import PrivacyReport
+from .zcdp import zcdp_epsilon, zcdp_rho
+
+__all__ = [
+    "ALGORITHMS",
+    "ACCOUNTANTS",
+    "RELATION",
+    "GAUSSIAN",
+    "SUBSAMPLED_GAUSSIAN",
+    "BARKER",
+    "Release",
+    "algorithm_params",
+    "supported_accountants",
+    "releases",
+    "max_iterations",
+    "spent",
+]
+
+RELATION = "substitute"
+ACCOUNTANTS = ("pld", "rdp", "zcdp")
+GAUSSIAN = "gaussian"
+SUBSAMPLED_GAUSSIAN = "subsampled-gaussian"
+BARKER = "barker"
+
+#: Noise variance C of the DP Barker test (002 §3.2, 001 Thm 7).
+BARKER_NOISE_VARIANCE = 2.0
+
+_ACCOUNTANTS_BY_KIND = {
+    GAUSSIAN: ("pld", "rdp", "zcdp"),
+    SUBSAMPLED_GAUSSIAN: ("pld", "rdp"),
+    BARKER: ("rdp",),
+}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One kind of accounted release made in every iteration of an algorithm.
+
+    Attributes
+    ----------
+    name : str
+        What is released, e.g. ``"log-likelihood ratio"`` or ``"gradient"``.
+    kind : str
+        ``"gaussian"`` (full-data Gaussian mechanism), ``"subsampled-gaussian"`` (Gaussian
+        mechanism on a minibatch drawn without replacement) or ``"barker"`` (DP Barker test).
+    per_iteration : int
+        Releases of this kind per iteration of one chain.
+    sigma : float or None
+        Noise standard deviation divided by the per-example bound of the released sum (its
+        substitute sensitivity is twice that bound). ``None`` for ``"barker"``.
+    mu : float or None
+        Δ²/(2σ²) = 2/sigma² of one release (Gaussian kinds); the cost of one full-data release
+        in the Gaussian composition.
+    q : float or None
+        Sampling ratio batch_size/n (subsampled kinds).
+    batch_size : int or None
+        Minibatch size (subsampled kinds).
+    noise_variance : float or None
+        Total noise variance C of the Barker test.
+    clip_bound : float or None
+        Barker: the bound √b/n₀ on each per-example log-likelihood ratio that the RDP bound
+        assumes.
+    """
+
+    name: str
+    kind: str
+    per_iteration: int
+    sigma: float | None = None
+    mu: float | None = None
+    q: float | None = None
+    batch_size: int | None = None
+    noise_variance: float | None = None
+    clip_bound: float | None = None
+
+    def noise_std(self, bound: float) -> float:
+        """Noise standard deviation for a released sum whose terms are bounded by ``bound``.
+
+        Parameters
+        ----------
+        bound : float
+            Per-example bound (b‖θ−θ'‖ for log-likelihood ratios, b_g for gradients); the
+            substitute sensitivity is ``2 * bound``.
+        """
+        if self.sigma is None:
+            raise ValueError(f"a {self.kind!r} release has no per-example noise scale")
+        return self.sigma * check_positive("bound", bound)
+
+    def rdp(self, orders) -> np.ndarray:
+        """RDP curve ε(α) of one release at integer ``orders`` (amplified if subsampled)."""
+        if self.kind == GAUSSIAN:
+            return gaussian_rdp(orders, self.mu)
+        if self.kind == SUBSAMPLED_GAUSSIAN:
+            mu = self.mu
+            return subsampled_rdp(orders, self.q, lambda js: gaussian_rdp(js, mu))
+        b = self.batch_size
+        return subsampled_rdp(orders, self.q, lambda js: barker_rdp(js, b))
+
+    def to_dict(self) -> dict:
+        """The non-empty fields as a plain dictionary."""
+        out = {"name": self.name, "kind": self.kind, "per_iteration": self.per_iteration}
+        for key in ("sigma", "mu", "q", "batch_size", "noise_variance", "clip_bound"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def _gaussian_release(name: str, per_iteration: int, tau: float, n: int) -> Release:
+    # σ = 2 τ √n × bound and sensitivity 2 × bound give μ = 1/(2 τ² n) per release.
+    return Release(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=1.0 / (2.0 * tau * tau * n))
+
+
+def _subsampled_release(name: str, sigma: float, batch_size: int, n: int) -> Release:
+    return Release(
+        name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=2.0 / (sigma * sigma), q=batch_size / n, batch_size=batch_size
+    )
+
+
+def _rel_penalty(n: int, p: dict) -> tuple[Release, ...]:
+    return (_gaussian_release("log-likelihood ratio", 1, p["tau"], n),)
+
+
+def _rel_hmc(n: int, p: dict) -> tuple[Release, ...]:
+    return (
+        _gaussian_release("log-likelihood ratio", 1, p["tau_l"], n),
+        _gaussian_release("gradient", p["leapfrog_steps"] + 1, p["tau_g"], n),
+    )
+
+
+def _rel_minibatch_penalty(n: int, p: dict) -> tuple[Release, ...]:
+    return (_subsampled_release("penalised log-likelihood ratio", 2.0 * math.sqrt(p["tau"]), p["batch_size"], n),)
+
+
+def _rel_barker(n: int, p: dict) -> tuple[Release, ...]:
+    b = p["batch_size"]
+    n0 = p["n0"] if p.get("n0") is not None else float(n)
+    return (
+        Release(
+            "barker acceptance test",
+            BARKER,
+            1,
+            q=b / n,
+            batch_size=b,
+            noise_variance=BARKER_NOISE_VARIANCE,
+            clip_bound=math.sqrt(b) / n0,
+        ),
+    )
+
+
+def _rel_sgd(n: int, p: dict) -> tuple[Release, ...]:
+    return (_subsampled_release("gradient", p["noise_multiplier"], p["batch_size"], n),)
+
+
+@dataclass(frozen=True)
+class _AlgorithmSpec:
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    kind: str  # the kind of every release the algorithm makes
+    build: Callable[[int, dict], tuple[Release, ...]]
+
+
+_SPECS: dict[str, _AlgorithmSpec] = {
+    "dp-penalty": _AlgorithmSpec(("tau",), (), GAUSSIAN, _rel_penalty),
+    "dp-hmc": _AlgorithmSpec(("tau_l", "tau_g", "leapfrog_steps"), (), GAUSSIAN, _rel_hmc),
+    "minibatch-penalty": _AlgorithmSpec(("tau", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_minibatch_penalty),
+    "dp-barker": _AlgorithmSpec(("batch_size",), ("n0",), BARKER, _rel_barker),
+    "dp-sgld": _AlgorithmSpec(("noise_multiplier", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_sgd),
+    "dp-sgnht": _AlgorithmSpec(("noise_multiplier", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_sgd),
+}
+
+#: Names of the algorithms the accountant knows.
+ALGORITHMS = tuple(_SPECS)
+
+
+def algorithm_params(algorithm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(required, optional) privacy parameter names of ``algorithm``."""
+    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    return spec.required, spec.optional
+
+
+def _check_param(name: str, value, n: int):
+    if name in ("tau", "tau_l", "tau_g", "noise_multiplier", "n0"):
+        return check_positive(name, value)
+    if name == "leapfrog_steps":
+        return check_int(name, value, minimum=1)
+    if name == "batch_size":
+        return check_int(name, value, minimum=1, maximum=n)
+    raise AssertionError(name)  # every spec parameter is listed above
+
+
+def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Release, ...]]:
+    if not isinstance(algorithm, str):
+        raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
+    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    n = check_int("n", n, minimum=1)
+    unknown = sorted(set(params) - set(spec.required) - set(spec.optional))
+    if unknown:
+        raise TypeError(
+            f"unexpected parameter(s) {unknown} for algorithm {algorithm!r}; it takes "
+            f"{list(spec.required) + list(spec.optional)}"
+        )
+    missing = [name for name in spec.required if params.get(name) is None]
+    if missing:
+        raise TypeError(f"algorithm {algorithm!r} requires parameter(s) {missing}")
+    clean = {}
+    for name in spec.required + spec.optional:
+        if params.get(name) is not None:
+            clean[name] = _check_param(name, params[name], n)
+    if algorithm == "dp-barker":
+        barker_orders(clean["batch_size"])  # raises ValueError naming batch_size if b <= 10
+    return n, clean, spec.build(n, clean)
+
+
+def releases(algorithm: str, n: int, **params) -> tuple[Release, ...]:
+    """What one iteration of ``algorithm`` releases, validated.
+
+    Parameters
+    ----------
+    algorithm : str
+        One of :data:`ALGORITHMS`.
+    n : int
+        Number of records.
+    **params
+        The algorithm's privacy parameters (see :func:`max_iterations`).
+
+    Returns
+    -------
+    tuple of Release
+    """
+    return _validated(algorithm, n, params)[2]
+
+
+def supported_accountants(algorithm: str) -> tuple[str, ...]:
+    """Accountants that can bound ``algorithm`` (the first is the tightest)."""
+    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    return _ACCOUNTANTS_BY_KIND[spec.kind]
+
+
+def _check_accountant(accountant, algorithm: str) -> str:
+    accountant = check_choice("accountant", accountant, ACCOUNTANTS)
+    allowed = list(supported_accountants(algorithm))
+    if accountant not in allowed:
+        raise ValueError(
+            f"accountant {accountant!r} cannot bound algorithm {algorithm!r}; supported accountant(s): {allowed}"
+        )
+    return accountant
+
+
+class _Accounting:
+    """(ε, δ) of `total` composed iterations of one algorithm under one accountant."""
+
+    def __init__(self, rels: tuple[Release, ...], accountant: str):
+        self.rels = rels
+        self.accountant = accountant
+        self.kinds = {r.kind for r in rels}
+        self.gaussian = self.kinds == {GAUSSIAN}
+        if accountant == "rdp":
+            self.orders = (
+                barker_orders(rels[0].batch_size) if BARKER in self.kinds else default_orders()
+            )
+            self.curve = sum(r.per_iteration * r.rdp(self.orders) for r in rels)
+        if self.gaussian:
+            self.mu_iter = sum(r.per_iteration * r.mu for r in rels)
+        if self.kinds == {SUBSAMPLED_GAUSSIAN}:
+            (self.sub,) = rels
+
+    def total_mu(self, total: int) -> float:
+        return total * self.mu_iter
+
+    def epsilon(self, total: int, delta: float) -> tuple[float, dict]:
+        if self.accountant == "rdp":
+            eps, order = rdp_to_epsilon(self.orders, total * self.curve, delta)
+            return eps, {"rdp_order": order}
+        if self.accountant == "zcdp":
+            mu = self.total_mu(total)
+            return zcdp_epsilon(mu, delta), {"total_mu": mu}
+        if self.gaussian:
+            mu = self.total_mu(total)
+            return gaussian_epsilon(mu, delta), {"total_mu": mu}
+        s = self.sub
+        return float(_pld.subsampled_gaussian_epsilon(s.sigma, s.q, total * s.per_iteration, delta)), {}
+
+    def excess(self, total: int, epsilon: float, delta: float) -> float:
+        """≤ 0 iff `total` iterations meet (ε, δ); roughly linear in log(total)."""
+        if self.accountant == "pld":
+            if self.gaussian:
+                return log_gaussian_delta(self.total_mu(total), epsilon) - math.log(delta)
+            s = self.sub
+            d = float(_pld.subsampled_gaussian_delta(s.sigma, s.q, total * s.per_iteration, epsilon))
+            return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
+        eps, _ = self.epsilon(total, delta)
+        return math.log(eps / epsilon)
+
+    def guesses(self, epsilon: float, delta: float, chains: int) -> tuple[int, int | None]:
+        """(guess, upper guess) for the largest feasible k per chain."""
+        if self.accountant == "rdp":
+            return self._rdp_guess(epsilon, delta, chains), None
+        if self.accountant == "zcdp":
+            return int(zcdp_rho(epsilon, delta) / (chains * self.mu_iter)), None
+        if self.gaussian:
+            return int(gaussian_mu(epsilon, delta) / (chains * self.mu_iter)), None
+        # Subsampled Gaussian PLD: RDP is valid but loose, so its answer is a lower guess;
+        # the Gaussian CLT (μ-GDP with μ_gdp = q√(K(e^{Δ²/σ²} − 1)), Δ = 2; our μ = μ_gdp²/2)
+        # gives a second point near the answer, from which the search extrapolates.
+        s = self.sub
+        orders = default_orders()
+        lower = self._rdp_guess(epsilon, delta, chains, orders, s.per_iteration * s.rdp(orders))
+        mu_star = gaussian_mu(epsilon, delta)
+        rate = s.q * s.q * math.expm1(min(4.0 / (s.sigma * s.sigma), 700.0)) / 2.0
+        upper = int(mu_star / (rate * s.per_iteration * chains)) + 1
+        return lower, max(upper, lower + 1)
+
+    def _rdp_guess(self, epsilon, delta, chains, orders=None, curve=None) -> int:
+        orders = self.orders if orders is None else orders
+        curve = self.curve if curve is None else curve
+        room = epsilon - (-math.log(delta)) / (orders - 1.0)
+        ks = np.floor(room / (chains * curve))
+        best = float(np.max(ks))
+        return int(best) if best >= 1 else 1
+
+
+_MAX_TOTAL = 2**53
+
+
+def _largest_feasible(f: Callable[[int], float], guess: int, upper: int | None, what: str) -> int:
+    """Largest k ≥ 1 with f(k) ≤ 0 for f non-decreasing in k (raises if f(1) > 0).
+
+    Brackets from the guesses, then narrows with an Illinois-type false position in log k,
+    which needs only a handful of evaluations of a smooth f (each costs ~0.2 s for the
+    numerical PLD)."""
+    cache: dict[int, float] = {}
+
+    def F(k: int) -> float:
+        if k not in cache:
+            cache[k] = f(k)
+        return cache[k]
+
+    guess = max(1, int(guess))
+    if F(guess) <= 0:
+        lo = guess
+        hi = upper if upper is not None and upper > lo else lo + 1
+        prev = None
+        while F(hi) <= 0:
+            prev, lo = lo, hi
+            hi = 2 * lo
+            f_prev, f_lo = F(prev), F(lo)
+            if math.isfinite(f_prev) and f_lo > f_prev:
+                # Secant extrapolation in log k, aimed 5% past the predicted root so that
+                # the new end is infeasible; never more than doubling.
+                slope = (f_lo - f_prev) / (math.log(lo) - math.log(prev))
+                hi = min(hi, int(math.exp(math.log(lo) - f_lo / slope) * 1.05) + 1)
+            hi = max(hi, lo + 1)
+            if hi > _MAX_TOTAL:
+                raise ValueError(f"the budget allows more than {_MAX_TOTAL} iterations: {what}")
+    else:
+        hi = guess
+        lo = max(1, hi - 1)
+        step = 1
+        while F(lo) > 0:
+            if lo == 1:
+                raise ValueError(f"budget too small for one iteration: {what}")
+            hi, step = lo, 2 * step
+            lo = max(1, hi - step)
+    side = 0  # which end moved last: Illinois halves the stale end's weight
+    weight_lo = weight_hi = 1.0
+    while hi - lo > 1:
+        flo, fhi = F(lo) * weight_lo, F(hi) * weight_hi
+        if math.isfinite(flo) and math.isfinite(fhi) and fhi > flo:
+            x_lo, x_hi = math.log(lo), math.log(hi)
+            root = math.exp(x_lo + (x_hi - x_lo) * (-flo) / (fhi - flo))
+            c = int(math.floor(root))
+        else:
+            c = int(math.sqrt(lo * hi))
+        c = min(max(c, lo + 1), hi - 1)
+        if F(c) <= 0:
+            lo = c
+            weight_lo = 1.0
+            weight_hi = weight_hi * 0.5 if side == -1 else 1.0
+            side = -1
+        else:
+            hi = c
+            weight_hi = 1.0
+            weight_lo = weight_lo * 0.5 if side == 1 else 1.0
+            side = 1
+    return lo
+
+
+def _common_checks(epsilon_or_none, delta, chains, accountant, algorithm, n, params):
+    n, clean, rels = _validated(algorithm, n, params)
+    delta = check_probability("delta", delta)
+    chains = check_int("chains", chains, minimum=1)
+    accountant = _check_accountant(accountant, algorithm)
+    eps = None if epsilon_or_none is None else check_positive("epsilon", epsilon_or_none)
+    return eps, delta, chains, accountant, n, clean, rels
+
+
+def max_iterations(
+    algorithm: str,
+    epsilon: float,
+    delta: float,
+    n: int,
+    chains: int = 1,
+    accountant: str = "pld",
+    **params,
+) -> int:
+    """Largest number of iterations per chain that keeps all chains within (ε, δ)-DP.
+
+    Exact for the chosen accountant: k iterations per chain meet the budget and k + 1 do
+    not (for ``"pld"``: δ(ε; k) ≤ δ < δ(ε; k+1); for ``"rdp"``/``"zcdp"``: ε(k) ≤ ε < ε(k+1)).
+
+    Parameters
+    ----------
+    algorithm : str
+        ``"dp-penalty"`` (params ``tau``), ``"dp-hmc"`` (``tau_l``, ``tau_g``,
+        ``leapfrog_steps``), ``"minibatch-penalty"`` (``tau`` of 001 Thm 8 — noise variance
+        τ c² — and ``batch_size``), ``"dp-barker"`` (``batch_size``, optional ``n0``),
+        ``"dp-sgld"`` / ``"dp-sgnht"`` (``noise_multiplier``, ``batch_size``). Conventions in
+        the module docstring.
+    epsilon : float
+        ε > 0 of the whole run (all chains).
+    delta : float
+        δ in (0, 1).
+    n : int
+        Number of records.
+    chains : int, optional
+        Number of chains; they compose.
+    accountant : {"pld", "rdp", "zcdp"}, optional
+        ``"pld"`` (default) is tight: the Gaussian-composition bound for full-data samplers,
+        the numerical PLD of :mod:`dpmcmc.accounting.pld` for subsampled Gaussian samplers.
+        ``"zcdp"`` applies to full-data Gaussian samplers; DP Barker has only ``"rdp"``.
+    **params
+        The algorithm's privacy parameters.
+
+    Returns
+    -------
+    int
+        Iterations per chain, ≥ 1.
+
+    Raises
+    ------
+    ValueError
+        Invalid argument (named), unsupported accountant, or a budget too small for one
+        iteration.
+    TypeError
+        Missing or unexpected parameters, or arguments of the wrong type.
+    """
+    eps, delta, chains, accountant, n, clean, rels = _common_checks(
+        epsilon, delta, chains, accountant, algorithm, n, params
+    )
+    if eps is None:
+        raise TypeError("epsilon is required")
+    acc = _Accounting(rels, accountant)
+    guess, upper = acc.guesses(eps, delta, chains)
+    what = f"epsilon={eps:g}, delta={delta:g} with {chains} chain(s) of {algorithm} ({accountant})"
+    return _largest_feasible(lambda k: acc.excess(k * chains, eps, delta), guess, upper, what)
+
+
+def spent(
+    algorithm: str,
+    iterations: int,
+    delta: float,
+    n: int,
+    chains: int = 1,
+    accountant: str = "pld",
+    **params,
+) -> PrivacyReport:
+    """Privacy spent by ``chains`` chains of ``iterations`` iterations each.
+
+    Parameters
+    ----------
+    algorithm : str
+        As in :func:`max_iterations`.
+    iterations : int
+        Iterations per chain, ≥ 1.
+    delta : float
+        δ in (0, 1) at which ε is reported.
+    n : int
+        Number of records.
+    chains : int, optional
+        Number of chains.
+    accountant : {"pld", "rdp", "zcdp"}, optional
+        As in :func:`max_iterations`.
+    **params
+        The algorithm's privacy parameters.
+
+    Returns
+    -------
+    PrivacyReport
+        ε at ``delta``, the relation, the accountant, and per-release counts and costs.
+    """
+    _, delta, chains, accountant, n, clean, rels = _common_checks(
+        None, delta, chains, accountant, algorithm, n, params
+    )
+    iterations = check_int("iterations", iterations, minimum=1)
+    total = iterations * chains
+    acc = _Accounting(rels, accountant)
+    eps, details = acc.epsilon(total, delta)
+    mechanisms = []
+    for r in rels:
+        entry = r.to_dict()
+        entry["count"] = r.per_iteration * total
+        if r.mu is not None and r.kind == GAUSSIAN:
+            entry["total_mu"] = r.mu * r.per_iteration * total
+        mechanisms.append(entry)
+    return PrivacyReport(
+        epsilon=float(eps),
+        delta=delta,
+        relation=RELATION,
+        accountant=accountant,
+        algorithm=algorithm,
+        iterations=iterations,
+        chains=chains,
+        n=n,
+        mechanisms=mechanisms,
+        params=clean,
+        details=details,
+    )

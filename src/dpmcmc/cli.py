@@ -1,0 +1,161 @@
+"""The ``dpmcmc`` command line.
+
+``dpmcmc budget`` answers "how many iterations does my (ε, δ) budget allow?" (or, with
+``--iterations``, "what does this run spend?") from :mod:`dpmcmc.accounting` alone, so it
+never imports JAX. Further commands register themselves on :data:`app`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from . import accounting
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="dpmcmc",
+    help="Differentially private Bayesian inference with MCMC.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_PARAM_OPTIONS = ("tau", "tau_l", "tau_g", "leapfrog_steps", "batch_size", "noise_multiplier", "n0")
+
+
+@app.callback()
+def _root() -> None:
+    """Differentially private Bayesian inference with MCMC."""
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"Error: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _algorithm_params(algorithm: str, given: dict) -> dict:
+    """The options the algorithm takes; reject options given for another algorithm."""
+    required, optional = accounting.algorithm_params(algorithm)
+    takes = set(required) | set(optional)
+    stray = sorted(k for k, v in given.items() if v is not None and k not in takes)
+    if stray:
+        flags = ", ".join("--" + k.replace("_", "-") for k in stray)
+        _fail(f"{flags} do(es) not apply to --algorithm {algorithm} (it takes "
+              f"{', '.join('--' + k.replace('_', '-') for k in required + optional)})")
+    missing = [k for k in required if given.get(k) is None]
+    if missing:
+        _fail(f"--algorithm {algorithm} needs {', '.join('--' + k.replace('_', '-') for k in missing)}")
+    return {k: v for k, v in given.items() if k in takes and v is not None}
+
+
+def _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    supported = accounting.supported_accountants(algorithm)
+    rows: dict[str, Optional[float]] = {}
+    notes: dict[str, str] = {}
+    for acc in accounting.ACCOUNTANTS:
+        if acc not in supported:
+            rows[acc], notes[acc] = None, "not applicable"
+            continue
+        try:
+            if iterations is None:
+                rows[acc] = accounting.max_iterations(
+                    algorithm, epsilon, delta, n, chains=chains, accountant=acc, **params
+                )
+            else:
+                rows[acc] = accounting.spent(
+                    algorithm, iterations, delta, n, chains=chains, accountant=acc, **params
+                ).epsilon
+            notes[acc] = ""
+        except ValueError as err:
+            if "budget too small" not in str(err):
+                raise
+            rows[acc], notes[acc] = 0, "budget too small for one iteration"
+    key = "iterations_per_chain" if iterations is None else "epsilon"
+    if as_json:
+        out = {"algorithm": algorithm, "delta": delta, "n": n, "chains": chains, "params": params, key: rows}
+        out["epsilon" if iterations is None else "iterations"] = epsilon if iterations is None else iterations
+        typer.echo(json.dumps(out))
+        return
+    title = (
+        f"{algorithm}: iterations per chain within ε = {epsilon:g}, δ = {delta:g} ({chains} chain(s), n = {n})"
+        if iterations is None
+        else f"{algorithm}: ε spent at δ = {delta:g} by {chains} chain(s) × {iterations} iterations (n = {n})"
+    )
+    typer.echo(title)
+    table = Table()
+    table.add_column("accountant")
+    table.add_column("iterations per chain" if iterations is None else "ε", justify="right")
+    table.add_column("note")
+    for acc, value in rows.items():
+        shown = "—" if value is None else (str(value) if iterations is None else f"{value:.6g}")
+        table.add_row(acc, shown, notes[acc])
+    Console(file=sys.stdout, width=120).print(table)
+
+
+@app.command()
+def budget(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help=f"One of: {', '.join(accounting.ALGORITHMS)}."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),
+    delta: float = typer.Option(..., "--delta", help="δ of the guarantee, e.g. 0.1/n."),
+    n: int = typer.Option(..., "--n", help="Number of records in the data set."),
+    chains: int = typer.Option(1, "--chains", help="Number of chains (their costs compose)."),
+    accountant: str = typer.Option("pld", "--accountant", help="pld (tight), rdp or zcdp."),
+    iterations: Optional[int] = typer.Option(
+        None, "--iterations", help="Report the ε that this many iterations per chain spend instead."
+    ),
+    tau: Optional[float] = typer.Option(None, "--tau", help="dp-penalty, minibatch-penalty: noise parameter τ."),
+    tau_l: Optional[float] = typer.Option(None, "--tau-l", help="dp-hmc: τ of the log-likelihood ratio."),
+    tau_g: Optional[float] = typer.Option(None, "--tau-g", help="dp-hmc: τ of the gradients."),
+    leapfrog_steps: Optional[int] = typer.Option(None, "--leapfrog-steps", help="dp-hmc: leapfrog steps L."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Minibatch size (subsampled algorithms)."),
+    noise_multiplier: Optional[float] = typer.Option(
+        None, "--noise-multiplier", help="dp-sgld, dp-sgnht: noise std / per-example clip bound."
+    ),
+    n0: Optional[float] = typer.Option(None, "--n0", help="dp-barker: tempering n₀ (clip bound √b/n₀)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    compare: bool = typer.Option(False, "--compare", help="Compare all accountants in a table."),
+) -> None:
+    """Iterations per chain an (ε, δ) budget allows, and the privacy report."""
+    if algorithm not in accounting.ALGORITHMS:
+        _fail(f"--algorithm must be one of {', '.join(accounting.ALGORITHMS)}, got {algorithm!r}")
+    if (epsilon is None) == (iterations is None):
+        _fail("give exactly one of --epsilon (iterations the budget allows) and --iterations (ε spent)")
+    given = dict(tau=tau, tau_l=tau_l, tau_g=tau_g, leapfrog_steps=leapfrog_steps, batch_size=batch_size,
+                 noise_multiplier=noise_multiplier, n0=n0)
+    params = _algorithm_params(algorithm, given)
+    try:
+        if compare:
+            _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json)
+            return
+        k = iterations
+        if k is None:
+            k = accounting.max_iterations(
+                algorithm, epsilon, delta, n, chains=chains, accountant=accountant, **params
+            )
+        report = accounting.spent(algorithm, k, delta, n, chains=chains, accountant=accountant, **params)
+    except (ValueError, TypeError) as err:
+        _fail(str(err))
+    if as_json:
+        out = {"iterations_per_chain": k, "report": report.to_dict()}
+        if iterations is None:
+            out["epsilon_budget"] = epsilon
+        typer.echo(json.dumps(out))
+        return
+    if iterations is None:
+        typer.echo(f"Iterations per chain: {k}  (budget ε = {epsilon:g}, δ = {delta:g}, {chains} chain(s))")
+    typer.echo(str(report))
+
+
+def main() -> None:
+    """Entry point of the ``dpmcmc`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+import os
+
+import jax
+import pytest
+from hypothesis import HealthCheck, settings
+
+jax.config.update("jax_enable_x64", True)
+
+settings.register_profile(
+    "default", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "reference", "accounting.json")
+
+
+@pytest.fixture(scope="session")
+def reference_entries():
+    """Held accounting values from ../shared/reference/accounting.json."""
+    import json
+
+    # Prefer the live held values beside the checkout; the copy in tests/data keeps the
+    # tests meaningful in a clone without ../shared.
+    path = os.environ.get("DPMCMC_REFERENCE", REFERENCE)
+    if not os.path.exists(path):
+        path = os.path.join(os.path.dirname(__file__), "data", "accounting_reference.json")
+    with open(path) as f:
+        return json.load(f)

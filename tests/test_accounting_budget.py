@@ -1,0 +1,256 @@
+"""max_iterations / spent / releases / PrivacyReport, and the demo's budget table."""
+import io
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpmcmc.accounting import (
+    PrivacyReport,
+    gaussian_delta,
+    max_iterations,
+    releases,
+    spent,
+    subsampled_gaussian_delta,
+    supported_accountants,
+    zcdp_rho,
+)
+
+N = 100_000
+HMC = {"tau_l": 0.1, "tau_g": 0.55, "leapfrog_steps": 25}
+
+
+# ---- what one iteration releases -----------------------------------------------------------
+
+
+def test_hmc_releases_match_paper_convention():
+    rl, rg = releases("dp-hmc", N, **HMC)
+    assert (rl.kind, rl.per_iteration) == ("gaussian", 1)
+    assert (rg.kind, rg.per_iteration) == ("gaussian", 26)  # L + 1 gradients (000 Algorithm 1)
+    assert rl.mu == pytest.approx(1 / (2 * 0.1**2 * N), rel=1e-15)
+    assert rg.mu == pytest.approx(1 / (2 * 0.55**2 * N), rel=1e-15)
+    # the noise a sampler draws: sigma_l = 2 tau_l sqrt(n) b_l |theta-theta'|, sigma_g = 2 tau_g sqrt(n) b_g
+    assert rl.noise_std(0.3) == pytest.approx(2 * 0.1 * math.sqrt(N) * 0.3, rel=1e-15)
+    assert rg.noise_std(2.0) == pytest.approx(2 * 0.55 * math.sqrt(N) * 2.0, rel=1e-15)
+    for r in (rl, rg):  # the accounted mu is the one of that noise: (2 bound)^2 / (2 std^2)
+        assert (2 * 0.3) ** 2 / (2 * r.noise_std(0.3) ** 2) == pytest.approx(r.mu, rel=1e-14)
+
+
+def test_subsampled_releases():
+    (r,) = releases("minibatch-penalty", N, tau=2.0, batch_size=500)
+    assert r.kind == "subsampled-gaussian"
+    assert r.sigma == pytest.approx(2 * math.sqrt(2.0))  # noise variance tau c^2 with bound c/2
+    assert r.mu == pytest.approx(1 / (2 * 2.0))  # Thm 8's per-release RDP alpha/(2 tau)
+    assert r.q == pytest.approx(500 / N)
+    (g,) = releases("dp-sgld", N, noise_multiplier=1.3, batch_size=100)
+    assert (g.sigma, g.q, g.batch_size) == (1.3, 100 / N, 100)
+    (b,) = releases("dp-barker", N, batch_size=1000)
+    assert b.kind == "barker" and b.noise_variance == 2.0
+    assert b.clip_bound == pytest.approx(math.sqrt(1000) / N)
+    (b0,) = releases("dp-barker", N, batch_size=1000, n0=1000)
+    assert b0.clip_bound == pytest.approx(math.sqrt(1000) / 1000)
+
+
+def test_supported_accountants():
+    assert supported_accountants("dp-penalty") == ("pld", "rdp", "zcdp")
+    assert supported_accountants("dp-hmc") == ("pld", "rdp", "zcdp")
+    assert supported_accountants("dp-sgld") == ("pld", "rdp")
+    assert supported_accountants("minibatch-penalty") == ("pld", "rdp")
+    assert supported_accountants("dp-barker") == ("rdp",)
+
+
+# ---- exactness of max_iterations at the boundary -------------------------------------------
+
+_SGD = {"noise_multiplier": 1.5, "batch_size": 100}
+CASES = [
+    # algorithm, params, accountant, epsilon, delta, n, chains
+    ("dp-penalty", {"tau": 0.1}, "pld", 4.0, 1e-6, N, 1),
+    ("dp-penalty", {"tau": 0.17}, "pld", 1.0, 1e-6, N, 3),
+    ("dp-penalty", {"tau": 0.1}, "rdp", 4.0, 1e-6, N, 2),
+    ("dp-penalty", {"tau": 0.1}, "zcdp", 4.0, 1e-6, N, 1),
+    ("dp-hmc", HMC, "pld", 4.0, 1e-6, N, 4),
+    ("dp-hmc", HMC, "rdp", 6.0, 1e-6, N, 4),
+    ("dp-hmc", HMC, "zcdp", 2.0, 1e-6, N, 1),
+    ("minibatch-penalty", {"tau": 1.0, "batch_size": 1000}, "rdp", 4.0, 1e-6, N, 2),
+    ("minibatch-penalty", {"tau": 4.0, "batch_size": 100}, "pld", 1.0, 1e-5, 10_000, 1),
+    ("dp-barker", {"batch_size": 1000}, "rdp", 2.0, 1e-6, N, 1),
+    ("dp-barker", {"batch_size": 500, "n0": 1000}, "rdp", 1.0, 1e-6, 1_000_000, 3),
+    ("dp-sgld", _SGD, "pld", 1.0, 1e-5, 10_000, 2),
+    ("dp-sgld", {"noise_multiplier": 4.0, "batch_size": 100}, "rdp", 1.0, 1e-5, 10_000, 1),
+    ("dp-sgnht", {"noise_multiplier": 4.0, "batch_size": 100}, "rdp", 2.0, 1e-5, 10_000, 2),
+]
+
+
+def _total_mu(alg, params, n, iterations, chains):
+    return sum(r.mu * r.per_iteration for r in releases(alg, n, **params)) * iterations * chains
+
+
+@pytest.mark.parametrize(
+    "alg, params, acc, eps, delta, n, chains",
+    CASES,
+    ids=[f"{c[0]}-{c[2]}-eps{c[3]:g}-chains{c[6]}" for c in CASES],
+)
+def test_max_iterations_is_exact(alg, params, acc, eps, delta, n, chains):
+    k = max_iterations(alg, eps, delta, n, chains=chains, accountant=acc, **params)
+    assert k >= 1
+    kinds = {r.kind for r in releases(alg, n, **params)}
+    if acc == "pld" and kinds == {"gaussian"}:
+        # tight Gaussian PLD: delta(k) <= delta < delta(k+1)
+        assert gaussian_delta(_total_mu(alg, params, n, k, chains), eps) <= delta
+        assert gaussian_delta(_total_mu(alg, params, n, k + 1, chains), eps) > delta
+    elif acc == "pld":
+        (r,) = releases(alg, n, **params)
+        assert subsampled_gaussian_delta(r.sigma, r.q, k * chains, eps) <= delta
+        assert subsampled_gaussian_delta(r.sigma, r.q, (k + 1) * chains, eps) > delta
+    else:
+        assert spent(alg, k, delta, n, chains=chains, accountant=acc, **params).epsilon <= eps
+        assert spent(alg, k + 1, delta, n, chains=chains, accountant=acc, **params).epsilon > eps
+    # the report of the run it allows stays within the budget
+    assert spent(alg, k, delta, n, chains=chains, accountant=acc, **params).epsilon <= eps * (1 + 1e-9)
+
+
+def test_zcdp_closed_forms():
+    # 001 Thm 5 (alpha = 1/2): k = floor(2 tau^2 n rho); DP-HMC (000 convention, k(L+1) gradients):
+    # k = floor(rho / (rho_l + (L+1) rho_g)); chains share the budget.
+    for eps in (1.0, 4.0, 10.0):
+        rho = zcdp_rho(eps, 1e-6)
+        assert max_iterations("dp-penalty", eps, 1e-6, N, accountant="zcdp", tau=0.1) == math.floor(
+            2 * 0.1**2 * N * rho
+        )
+        per_iter = 1 / (2 * 0.1**2 * N) + 26 / (2 * 0.55**2 * N)
+        assert max_iterations("dp-hmc", eps, 1e-6, N, chains=4, accountant="zcdp", **HMC) == math.floor(
+            rho / (4 * per_iter)
+        )
+
+
+def test_chains_compose():
+    total = max_iterations("dp-hmc", 4.0, 1e-6, N, **HMC)
+    for chains in (2, 3, 4, 7):
+        assert max_iterations("dp-hmc", 4.0, 1e-6, N, chains=chains, **HMC) == total // chains
+    for acc in ("pld", "rdp", "zcdp"):
+        a = spent("dp-penalty", 50, 1e-6, N, chains=4, accountant=acc, tau=0.1)
+        b = spent("dp-penalty", 200, 1e-6, N, chains=1, accountant=acc, tau=0.1)
+        assert a.epsilon == pytest.approx(b.epsilon, rel=1e-12)
+
+
+def test_tight_accountant_allows_most():
+    for eps in (1.0, 4.0, 10.0):
+        k = {acc: max_iterations("dp-hmc", eps, 1e-6, N, accountant=acc, **HMC) for acc in ("pld", "rdp", "zcdp")}
+        assert k["pld"] > k["zcdp"] >= k["rdp"] - 1
+        assert k["pld"] > k["rdp"]
+
+
+@settings(max_examples=25)
+@given(st.floats(min_value=0.5, max_value=20.0), st.floats(min_value=1.01, max_value=3.0))
+def test_max_iterations_monotone_in_epsilon(eps, factor):
+    a = max_iterations("dp-penalty", eps, 1e-6, N, tau=0.1)
+    b = max_iterations("dp-penalty", eps * factor, 1e-6, N, tau=0.1)
+    assert b >= a
+
+
+@settings(max_examples=25)
+@given(st.integers(min_value=1, max_value=5000), st.sampled_from(["pld", "rdp", "zcdp"]))
+def test_spent_monotone_in_iterations(k, acc):
+    a = spent("dp-hmc", k, 1e-6, N, accountant=acc, **HMC).epsilon
+    b = spent("dp-hmc", k + 1, 1e-6, N, accountant=acc, **HMC).epsilon
+    assert b > a
+
+
+def test_budget_too_small():
+    with pytest.raises(ValueError, match="budget too small for one iteration.*epsilon=0.001.*delta=1e-06"):
+        max_iterations("dp-penalty", 0.001, 1e-6, 100, tau=0.1)
+    with pytest.raises(ValueError, match="budget too small for one iteration"):
+        max_iterations("dp-barker", 0.01, 1e-6, N, accountant="rdp", batch_size=1000)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, name",
+    [
+        (dict(algorithm="dp-nuts", tau=0.1), ValueError, "algorithm"),
+        (dict(algorithm="dp-penalty", tau=0.1, epsilon=0.0), ValueError, "epsilon"),
+        (dict(algorithm="dp-penalty", tau=0.1, delta=1.0), ValueError, "delta"),
+        (dict(algorithm="dp-penalty", tau=0.1, delta=0.0), ValueError, "delta"),
+        (dict(algorithm="dp-penalty", tau=0.1, n=0), ValueError, "n"),
+        (dict(algorithm="dp-penalty", tau=0.1, chains=0), ValueError, "chains"),
+        (dict(algorithm="dp-penalty", tau=-0.1), ValueError, "tau"),
+        (dict(algorithm="dp-penalty", tau=0.1, accountant="moments"), ValueError, "accountant"),
+        (dict(algorithm="dp-penalty", tau=0.1, tau_g=0.5), TypeError, "tau_g"),
+        (dict(algorithm="dp-penalty"), TypeError, "tau"),
+        (dict(algorithm="dp-hmc", tau_l=0.1, tau_g=0.5, leapfrog_steps=0), ValueError, "leapfrog_steps"),
+        (dict(algorithm="dp-hmc", tau_l=0.1, tau_g=0.5, leapfrog_steps=2.5), TypeError, "leapfrog_steps"),
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=N + 1), ValueError, "batch_size"),
+        (dict(algorithm="dp-sgld", noise_multiplier=0.0, batch_size=10), ValueError, "noise_multiplier"),
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, accountant="zcdp"), ValueError, "accountant"),
+        (dict(algorithm="dp-barker", batch_size=1000), ValueError, "accountant"),  # only rdp
+        (dict(algorithm="dp-barker", batch_size=10, accountant="rdp"), ValueError, "batch_size"),
+        (dict(algorithm="dp-barker", batch_size=100, n0=-1.0, accountant="rdp"), ValueError, "n0"),
+        (dict(algorithm="minibatch-penalty", tau=1.0), TypeError, "batch_size"),
+    ],
+)
+def test_argument_errors_name_the_argument(kwargs, exc, name):
+    args = dict(epsilon=1.0, delta=1e-6, n=N)
+    args.update(kwargs)
+    alg = args.pop("algorithm")
+    with pytest.raises(exc, match=name):
+        max_iterations(alg, args.pop("epsilon"), args.pop("delta"), args.pop("n"), **args)
+    rest = {k: v for k, v in kwargs.items() if k not in ("algorithm", "epsilon")}
+    if "epsilon" in kwargs:  # spent takes no epsilon: check its iterations argument instead
+        with pytest.raises(ValueError, match="iterations"):
+            spent(alg, 0, 1e-6, N, **rest)
+    else:
+        call = dict(delta=1e-6, n=N)
+        call.update(rest)
+        with pytest.raises(exc, match=name):
+            spent(alg, 10, call.pop("delta"), call.pop("n"), **call)
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+
+def test_report_contents_and_round_trip():
+    rep = spent("dp-hmc", 100, 1e-6, N, chains=4, **HMC)
+    assert (rep.relation, rep.accountant, rep.algorithm, rep.iterations, rep.chains, rep.n) == (
+        "substitute", "pld", "dp-hmc", 100, 4, N
+    )
+    llr, grad = rep.mechanisms
+    assert llr["count"] == 400 and grad["count"] == 400 * 26
+    assert llr["total_mu"] + grad["total_mu"] == pytest.approx(rep.details["total_mu"], rel=1e-14)
+    assert gaussian_delta(rep.details["total_mu"], rep.epsilon) == pytest.approx(1e-6, rel=1e-9)
+    assert rep.params == HMC
+    assert PrivacyReport.from_json(rep.to_json()) == rep
+    assert PrivacyReport.from_dict(json.loads(json.dumps(rep.to_dict()))) == rep
+    text = str(rep)
+    for piece in ("dp-hmc", "substitute", "pld", "4 chains", "gradient", f"{rep.epsilon:.6g}"):
+        assert piece in text
+
+
+def test_report_rdp_details_and_errors():
+    rep = spent("dp-barker", 3000, 1e-6, N, accountant="rdp", batch_size=1000)
+    assert rep.details["rdp_order"] == 8
+    assert PrivacyReport.from_json(rep.to_json(indent=2)) == rep
+    bad = rep.to_dict()
+    bad["colour"] = "red"
+    with pytest.raises(ValueError, match="colour"):
+        PrivacyReport.from_dict(bad)
+    del bad["colour"], bad["epsilon"]
+    with pytest.raises(ValueError, match="epsilon"):
+        PrivacyReport.from_dict(bad)
+    with pytest.raises(TypeError):
+        PrivacyReport.from_json(3)
+
+
+# ---- demo ----------------------------------------------------------------------------------
+
+
+def test_demo_budget_table():
+    from dpmcmc.demo import budget_rows, print_budget_table
+
+    rows = budget_rows(epsilons=(4.0,))
+    hmc = next(r for r in rows if r["algorithm"] == "dp-hmc")
+    assert hmc["pld"] == max_iterations("dp-hmc", 4.0, 1e-6, N, chains=4, **HMC)
+    assert hmc["pld"] > hmc["zcdp"]
+    out = io.StringIO()
+    print_budget_table(file=out, epsilons=(4.0,))
+    assert "dp-penalty" in out.getvalue() and str(hmc["pld"]) in out.getvalue()
