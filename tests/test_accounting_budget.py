@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpmcmc.accounting import (
+    RELATIONS,
     PrivacyReport,
     gaussian_delta,
     max_iterations,
@@ -15,8 +16,10 @@ from dpmcmc.accounting import (
     spent,
     subsampled_gaussian_delta,
     supported_accountants,
+    supported_relations,
     zcdp_rho,
 )
+from dpmcmc.accounting import budget as _budget
 
 N = 100_000
 HMC = {"tau_l": 0.1, "tau_g": 0.55, "leapfrog_steps": 25}
@@ -64,8 +67,9 @@ def test_supported_accountants():
 # ---- exactness of max_iterations at the boundary -------------------------------------------
 
 _SGD = {"noise_multiplier": 1.5, "batch_size": 100}
+_SGD_WIDE = {"noise_multiplier": 2.5, "batch_size": 100}
 CASES = [
-    # algorithm, params, accountant, epsilon, delta, n, chains
+    # algorithm, params, accountant, epsilon, delta, n, chains[, relation]
     ("dp-penalty", {"tau": 0.1}, "pld", 4.0, 1e-6, N, 1),
     ("dp-penalty", {"tau": 0.17}, "pld", 1.0, 1e-6, N, 3),
     ("dp-penalty", {"tau": 0.1}, "rdp", 4.0, 1e-6, N, 2),
@@ -75,9 +79,13 @@ CASES = [
     ("dp-hmc", HMC, "zcdp", 2.0, 1e-6, N, 1),
     ("minibatch-penalty", {"tau": 1.0, "batch_size": 1000}, "rdp", 4.0, 1e-6, N, 2),
     ("minibatch-penalty", {"tau": 4.0, "batch_size": 100}, "pld", 1.0, 1e-5, 10_000, 1),
+    ("minibatch-penalty", {"tau": 4.0, "batch_size": 100}, "pld", 1.0, 1e-5, 10_000, 1, "substitute-legacy"),
     ("dp-barker", {"batch_size": 1000}, "rdp", 2.0, 1e-6, N, 1),
     ("dp-barker", {"batch_size": 500, "n0": 1000}, "rdp", 1.0, 1e-6, 1_000_000, 3),
     ("dp-sgld", _SGD, "pld", 1.0, 1e-5, 10_000, 2),
+    ("dp-sgld", _SGD_WIDE, "pld", 1.0, 1e-5, 10_000, 2),
+    ("dp-sgld", _SGD, "pld", 1.0, 1e-5, 10_000, 2, "substitute-legacy"),
+    ("dp-sgnht", _SGD_WIDE, "pld", 2.0, 1e-6, 10_000, 1, "substitute-legacy"),
     ("dp-sgld", {"noise_multiplier": 4.0, "batch_size": 100}, "rdp", 1.0, 1e-5, 10_000, 1),
     ("dp-sgnht", {"noise_multiplier": 4.0, "batch_size": 100}, "rdp", 2.0, 1e-5, 10_000, 2),
 ]
@@ -87,13 +95,17 @@ def _total_mu(alg, params, n, iterations, chains):
     return sum(r.mu * r.per_iteration for r in releases(alg, n, **params)) * iterations * chains
 
 
+CASES = [c if len(c) == 8 else c + ("substitute",) for c in CASES]
+
+
 @pytest.mark.parametrize(
-    "alg, params, acc, eps, delta, n, chains",
+    "alg, params, acc, eps, delta, n, chains, relation",
     CASES,
-    ids=[f"{c[0]}-{c[2]}-eps{c[3]:g}-chains{c[6]}" for c in CASES],
+    ids=[f"{c[0]}-{c[2]}-{c[7]}-{'-'.join(f'{v:g}' for v in c[1].values())}-eps{c[3]:g}-chains{c[6]}"
+         for c in CASES],
 )
-def test_max_iterations_is_exact(alg, params, acc, eps, delta, n, chains):
-    k = max_iterations(alg, eps, delta, n, chains=chains, accountant=acc, **params)
+def test_max_iterations_is_exact(alg, params, acc, eps, delta, n, chains, relation):
+    k = max_iterations(alg, eps, delta, n, chains=chains, accountant=acc, relation=relation, **params)
     assert k >= 1
     kinds = {r.kind for r in releases(alg, n, **params)}
     if acc == "pld" and kinds == {"gaussian"}:
@@ -102,13 +114,52 @@ def test_max_iterations_is_exact(alg, params, acc, eps, delta, n, chains):
         assert gaussian_delta(_total_mu(alg, params, n, k + 1, chains), eps) > delta
     elif acc == "pld":
         (r,) = releases(alg, n, **params)
-        assert subsampled_gaussian_delta(r.sigma, r.q, k * chains, eps) <= delta
-        assert subsampled_gaussian_delta(r.sigma, r.q, (k + 1) * chains, eps) > delta
+        assert subsampled_gaussian_delta(r.sigma, r.q, k * chains, eps, relation) <= delta
+        assert subsampled_gaussian_delta(r.sigma, r.q, (k + 1) * chains, eps, relation) > delta
     else:
         assert spent(alg, k, delta, n, chains=chains, accountant=acc, **params).epsilon <= eps
         assert spent(alg, k + 1, delta, n, chains=chains, accountant=acc, **params).epsilon > eps
-    # the report of the run it allows stays within the budget
-    assert spent(alg, k, delta, n, chains=chains, accountant=acc, **params).epsilon <= eps * (1 + 1e-9)
+    # the report of the run it allows stays within the budget, under the relation asked for
+    rep = spent(alg, k, delta, n, chains=chains, accountant=acc, relation=relation, **params)
+    assert rep.epsilon <= eps * (1 + 1e-9)
+    assert rep.relation == relation
+
+
+def test_supported_relations():
+    assert RELATIONS == ("substitute", "substitute-legacy")
+    for alg in ("dp-sgld", "dp-sgnht", "minibatch-penalty"):
+        assert supported_relations(alg) == ("substitute", "substitute-legacy")
+        assert supported_relations(alg, "rdp") == ("substitute",)
+    for alg in ("dp-penalty", "dp-hmc"):
+        for acc in ("pld", "rdp", "zcdp"):
+            assert supported_relations(alg, acc) == ("substitute",)
+    assert supported_relations("dp-barker", "rdp") == ("substitute",)
+
+
+def test_default_relation_is_more_conservative_than_legacy():
+    """The legacy pair understates delta, so it allows more iterations (or a smaller epsilon);
+    minibatch-penalty with tau is the same release as dp-sgld with noise multiplier 2 sqrt(tau)."""
+    k = {rel: max_iterations("minibatch-penalty", 1.0, 1e-5, 10_000, relation=rel, tau=4.0, batch_size=100)
+         for rel in RELATIONS}
+    assert k["substitute"] < k["substitute-legacy"]
+    for rel in RELATIONS:
+        assert k[rel] == max_iterations("dp-sgld", 1.0, 1e-5, 10_000, relation=rel, noise_multiplier=4.0,
+                                        batch_size=100)
+    eps = {rel: spent("dp-sgld", 500, 1e-5, 10_000, relation=rel, **_SGD).epsilon for rel in RELATIONS}
+    assert eps["substitute"] > eps["substitute-legacy"]
+
+
+@pytest.mark.parametrize("relation", RELATIONS)
+def test_pld_guesses_bracket_the_answer(relation):
+    """The search starts from the RDP answer (a valid bound, so never above the tight one, and
+    the legacy answer is larger still) and the relation's CLT point, which at a large noise
+    multiplier lies within 1 % of the answer."""
+    params = {"noise_multiplier": 7.905694150420947, "batch_size": 1000}
+    acc = _budget._Accounting(releases("dp-sgld", 100_000, **params), "pld", relation)
+    lower, upper = acc.guesses(2.0, 1e-6, 1)
+    k = max_iterations("dp-sgld", 2.0, 1e-6, 100_000, relation=relation, **params)
+    assert lower <= k
+    assert abs(upper / k - 1) < 1e-2
 
 
 def test_zcdp_closed_forms():
@@ -187,6 +238,21 @@ def test_budget_too_small():
         (dict(algorithm="dp-barker", batch_size=10, accountant="rdp"), ValueError, "batch_size"),
         (dict(algorithm="dp-barker", batch_size=100, n0=-1.0, accountant="rdp"), ValueError, "n0"),
         (dict(algorithm="minibatch-penalty", tau=1.0), TypeError, "batch_size"),
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, relation="replace"), ValueError, "relation"),
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, relation=None), ValueError, "relation"),
+        # Poisson sampling's relation does not describe fixed-size batches
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, relation="add-remove"), ValueError,
+         "relation 'add-remove'"),
+        (dict(algorithm="minibatch-penalty", tau=1.0, batch_size=10, relation="add-remove"), ValueError, "relation"),
+        # the legacy pair exists only for the subsampled Gaussian PLD
+        (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, accountant="rdp",
+              relation="substitute-legacy"), ValueError, "relation"),
+        (dict(algorithm="dp-hmc", tau_l=0.1, tau_g=0.5, leapfrog_steps=2, relation="substitute-legacy"),
+         ValueError, "relation"),
+        (dict(algorithm="dp-penalty", tau=0.1, accountant="zcdp", relation="substitute-legacy"), ValueError,
+         "relation"),
+        (dict(algorithm="dp-barker", batch_size=1000, accountant="rdp", relation="substitute-legacy"), ValueError,
+         "relation"),
     ],
 )
 def test_argument_errors_name_the_argument(kwargs, exc, name):
@@ -224,6 +290,16 @@ def test_report_contents_and_round_trip():
     text = str(rep)
     for piece in ("dp-hmc", "substitute", "pld", "4 chains", "gradient", f"{rep.epsilon:.6g}"):
         assert piece in text
+
+
+def test_legacy_report_says_it_may_understate_delta():
+    rep = spent("dp-sgld", 200, 1e-5, 10_000, relation="substitute-legacy", **_SGD)
+    assert rep.relation == "substitute-legacy"
+    assert PrivacyReport.from_json(rep.to_json()) == rep
+    text = str(rep)
+    assert "substitute-legacy" in text and "NOT a dominating pair" in text and "understate δ" in text
+    default = spent("dp-sgld", 200, 1e-5, 10_000, **_SGD)
+    assert default.relation == "substitute" and "understate" not in str(default)
 
 
 def test_report_rdp_details_and_errors():

@@ -59,6 +59,45 @@ def test_budget_iterations_reports_spent_epsilon():
     assert out["report"]["params"] == {"batch_size": 1000, "n0": 500.0}
 
 
+SGLD_SPENT = ["budget", "-a", "dp-sgld", "--iterations", "500", "--delta", "1e-5", "--n", "10000",
+              "--noise-multiplier", "1.5", "--batch-size", "100"]
+SGLD = {"noise_multiplier": 1.5, "batch_size": 100}
+
+
+def test_budget_relation_default_and_legacy():
+    result = runner.invoke(app, SGLD_SPENT + ["--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["report"]
+    assert report["relation"] == "substitute"
+    assert report["epsilon"] == pytest.approx(accounting.spent("dp-sgld", 500, 1e-5, 10000, **SGLD).epsilon,
+                                              rel=1e-12)
+    legacy = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy", "--json"])
+    assert legacy.exit_code == 0, legacy.output
+    report_legacy = json.loads(legacy.stdout)["report"]
+    assert report_legacy["relation"] == "substitute-legacy"
+    assert report_legacy["epsilon"] == pytest.approx(
+        accounting.spent("dp-sgld", 500, 1e-5, 10000, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
+    assert report_legacy["epsilon"] < report["epsilon"]
+    text = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy"])
+    assert text.exit_code == 0, text.output
+    assert "substitute-legacy neighbouring relation" in text.stdout and "understate δ" in text.stdout
+    plain = runner.invoke(app, SGLD_SPENT)
+    assert "substitute neighbouring relation" in plain.stdout and "understate" not in plain.stdout
+
+
+def test_budget_compare_with_legacy_relation():
+    result = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy", "--compare", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["relation"] == "substitute-legacy"
+    # only the PLD accountant has the legacy pair
+    assert out["epsilon"]["rdp"] is None and out["epsilon"]["zcdp"] is None
+    assert out["epsilon"]["pld"] == pytest.approx(
+        accounting.spent("dp-sgld", 500, 1e-5, 10000, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
+    table = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy", "--compare"])
+    assert "not applicable" in table.stdout and "WARNING" in table.stdout
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -69,6 +108,12 @@ def test_budget_iterations_reports_spent_epsilon():
         (["-a", "dp-penalty", "--tau", "0.1"], "--epsilon"),
         (["-a", "dp-penalty", "--epsilon", "0.001", "--tau", "0.1"], "budget too small"),
         (["-a", "dp-penalty", "--epsilon", "-1", "--tau", "0.1"], "epsilon"),
+        (["-a", "dp-penalty", "--epsilon", "1", "--tau", "0.1", "--relation", "add-remove"], "--relation"),
+        (["-a", "dp-penalty", "--epsilon", "1", "--tau", "0.1", "--relation", "substitute-legacy"], "relation"),
+        (["-a", "dp-penalty", "--epsilon", "1", "--tau", "0.1", "--relation", "substitute-legacy", "--compare"],
+         "--relation substitute-legacy"),
+        (["-a", "dp-sgld", "--epsilon", "1", "--noise-multiplier", "2", "--batch-size", "10", "--accountant", "rdp",
+          "--relation", "substitute-legacy"], "relation"),
     ],
 )
 def test_budget_errors_exit_2_with_message(extra, message):

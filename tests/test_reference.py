@@ -49,11 +49,50 @@ def test_every_call_type_is_covered(reference_entries):
     assert len(reference_entries) == len(_LOCAL), "tests/data/accounting_reference.json is out of date"
 
 
+# The held subsampled-Gaussian values were computed with the papers' symmetric pair: their
+# source reads "mpmath exact hockey-stick of the dominating pair: S: (1-q)N(0,s^2)+qN(1,s^2) vs
+# (1-q)N(0,s^2)+qN(-1,s^2)" or "independent cell-centred PLD ..." for the same pair, and the
+# DP-SGLD/DP-SGNHT iteration counts "fourier_accountant 0.12.11 get_delta_S ...". That pair is
+# our relation "substitute-legacy"; it is not an upper bound for fixed-size batches drawn
+# without replacement (dpmcmc.accounting.pld), so our default "substitute" must be at least as
+# conservative: a larger delta, and no more iterations.
+_LEGACY_ALGORITHMS = ("dp-sgld", "dp-sgnht", "minibatch-penalty")
+
+
+def _is_legacy_entry(entry):
+    if entry["call"] == "subsampled_gaussian_delta":
+        return True
+    args = entry["args"]
+    return (entry["call"] == "max_iterations" and args.get("algorithm") in _LEGACY_ALGORITHMS
+            and args.get("accountant", "pld") == "pld")
+
+
 @pytest.mark.parametrize("index", range(len(_LOCAL)), ids=[_entry_id(e) for e in _LOCAL])
 def test_reference_value(reference_entries, index):
     # Parametrised over the bundled copy (stable ids); the values checked come from the fixture,
     # i.e. the live held file when it is present.
     entry = reference_entries[index]
+    if _is_legacy_entry(entry):
+        args = dict(entry["args"])
+        if entry["call"] == "subsampled_gaussian_delta":
+            assert args.pop("relation") == "substitute"
+        legacy = _evaluate(entry["call"], {**args, "relation": "substitute-legacy"})
+        assert _within(legacy, entry["value"], entry["tolerance"]), (
+            f"{entry['call']}({args}, relation='substitute-legacy') = {legacy!r}, held {entry['value']!r} "
+            f"± {entry['tolerance']}"
+        )
+        try:
+            default = _evaluate(entry["call"], args)
+        except ValueError as err:
+            # e.g. noise multiplier 1.18 at eps = 2: under the valid pair one release already
+            # exceeds delta = 1e-6, which counts as zero iterations
+            assert entry["call"] == "max_iterations" and "budget too small" in str(err), err
+            default = 0
+        if entry["call"] == "subsampled_gaussian_delta":
+            assert default >= entry["value"] * (1 - entry["tolerance"]["rel_low"]), (default, entry["value"])
+        else:
+            assert default <= entry["value"], (default, entry["value"])
+        return
     value = _evaluate(entry["call"], entry["args"])
     assert _within(value, entry["value"], entry["tolerance"]), (
         f"{entry['call']}({entry['args']}) = {value!r}, held {entry['value']!r} ± {entry['tolerance']}"

@@ -85,7 +85,7 @@ def sample(
     key: Any = None,
     theta0: Any = None,
     iterations: Optional[int] = None,
-    accountant: str = "pld",
+    accountant: Optional[str] = None,
     progress: bool = True,
     **params: Any,
 ) -> Result:
@@ -116,8 +116,9 @@ def sample(
         zeros when the model cannot draw from its prior — both data-independent.
     iterations : int, optional
         Iterations per chain (see ``epsilon``).
-    accountant : {"pld", "zcdp", "rdp"}, default "pld"
-        Which accountant turns the releases into (ε, δ); "pld" is tight.
+    accountant : {"pld", "zcdp", "rdp"}, optional
+        Which accountant turns the releases into (ε, δ). Default: the tightest one that
+        applies to ``algorithm`` ("pld" where it applies; "rdp" for DP Barker).
     progress : bool, default True
         Show a progress bar with the iteration count only.
     **params
@@ -159,6 +160,8 @@ def sample(
             raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
         delta = check_probability("delta", delta)
         acct_params = spec.accounting_params(prepared)
+        if accountant is None:
+            accountant = accounting.supported_accountants(algorithm)[0]
         if iterations is None:
             if epsilon is None:
                 raise ValueError("give epsilon (the budget sets the run length) or iterations")

@@ -23,6 +23,11 @@ app = typer.Typer(
     add_completion=False,
 )
 
+_LEGACY_NOTE = (
+    "WARNING: substitute-legacy is the papers' pair, not an upper bound for fixed-size batches; "
+    "δ may be understated."
+)
+
 _PARAM_OPTIONS = ("tau", "tau_l", "tau_g", "leapfrog_steps", "batch_size", "noise_multiplier", "n0")
 
 
@@ -51,7 +56,7 @@ def _algorithm_params(algorithm: str, given: dict) -> dict:
     return {k: v for k, v in given.items() if k in takes and v is not None}
 
 
-def _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json: bool) -> None:
+def _compare(algorithm, epsilon, delta, n, chains, iterations, relation, params, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -62,14 +67,17 @@ def _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json: 
         if acc not in supported:
             rows[acc], notes[acc] = None, "not applicable"
             continue
+        if relation not in accounting.supported_relations(algorithm, acc):
+            rows[acc], notes[acc] = None, f"relation {relation} not applicable"
+            continue
         try:
             if iterations is None:
                 rows[acc] = accounting.max_iterations(
-                    algorithm, epsilon, delta, n, chains=chains, accountant=acc, **params
+                    algorithm, epsilon, delta, n, chains=chains, accountant=acc, relation=relation, **params
                 )
             else:
                 rows[acc] = accounting.spent(
-                    algorithm, iterations, delta, n, chains=chains, accountant=acc, **params
+                    algorithm, iterations, delta, n, chains=chains, accountant=acc, relation=relation, **params
                 ).epsilon
             notes[acc] = ""
         except ValueError as err:
@@ -78,7 +86,8 @@ def _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json: 
             rows[acc], notes[acc] = 0, "budget too small for one iteration"
     key = "iterations_per_chain" if iterations is None else "epsilon"
     if as_json:
-        out = {"algorithm": algorithm, "delta": delta, "n": n, "chains": chains, "params": params, key: rows}
+        out = {"algorithm": algorithm, "delta": delta, "n": n, "chains": chains, "relation": relation,
+               "params": params, key: rows}
         out["epsilon" if iterations is None else "iterations"] = epsilon if iterations is None else iterations
         typer.echo(json.dumps(out))
         return
@@ -88,6 +97,9 @@ def _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json: 
         else f"{algorithm}: ε spent at δ = {delta:g} by {chains} chain(s) × {iterations} iterations (n = {n})"
     )
     typer.echo(title)
+    typer.echo(f"neighbouring relation: {relation}")
+    if relation == "substitute-legacy":
+        typer.echo(_LEGACY_NOTE)
     table = Table()
     table.add_column("accountant")
     table.add_column("iterations per chain" if iterations is None else "ε", justify="right")
@@ -106,6 +118,12 @@ def budget(
     n: int = typer.Option(..., "--n", help="Number of records in the data set."),
     chains: int = typer.Option(1, "--chains", help="Number of chains (their costs compose)."),
     accountant: str = typer.Option("pld", "--accountant", help="pld (tight), rdp or zcdp."),
+    relation: str = typer.Option(
+        accounting.RELATION,
+        "--relation",
+        help="Neighbouring relation: substitute (valid bound) or substitute-legacy (the papers' "
+        "subsampled-Gaussian pair, pld only; may understate δ, for reproducing published numbers).",
+    ),
     iterations: Optional[int] = typer.Option(
         None, "--iterations", help="Report the ε that this many iterations per chain spend instead."
     ),
@@ -129,16 +147,24 @@ def budget(
     given = dict(tau=tau, tau_l=tau_l, tau_g=tau_g, leapfrog_steps=leapfrog_steps, batch_size=batch_size,
                  noise_multiplier=noise_multiplier, n0=n0)
     params = _algorithm_params(algorithm, given)
+    if relation not in accounting.RELATIONS:
+        _fail(f"--relation must be one of {', '.join(accounting.RELATIONS)}, got {relation!r}")
+    if compare and not any(
+        relation in accounting.supported_relations(algorithm, acc) for acc in accounting.supported_accountants(algorithm)
+    ):
+        _fail(f"--relation {relation} does not apply to --algorithm {algorithm} with any accountant")
     try:
         if compare:
-            _compare(algorithm, epsilon, delta, n, chains, iterations, params, as_json)
+            _compare(algorithm, epsilon, delta, n, chains, iterations, relation, params, as_json)
             return
         k = iterations
         if k is None:
             k = accounting.max_iterations(
-                algorithm, epsilon, delta, n, chains=chains, accountant=accountant, **params
+                algorithm, epsilon, delta, n, chains=chains, accountant=accountant, relation=relation, **params
             )
-        report = accounting.spent(algorithm, k, delta, n, chains=chains, accountant=accountant, **params)
+        report = accounting.spent(
+            algorithm, k, delta, n, chains=chains, accountant=accountant, relation=relation, **params
+        )
     except (ValueError, TypeError) as err:
         _fail(str(err))
     if as_json:

@@ -8,7 +8,10 @@
   :func:`max_iterations` and :func:`spent`.
 * :class:`PrivacyReport`: the (ε, δ) of a run and what it was spent on.
 
-The neighbouring relation is "substitute" (replace one record) throughout.
+The neighbouring relation is "substitute" (replace one record) throughout. For subsampled
+Gaussian samplers under the PLD accountant, ``relation="substitute-legacy"`` reproduces the
+papers' numbers with a pair that is not an upper bound for fixed-size batches (see
+:mod:`dpmcmc.accounting.pld`); the report then says so.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from .budget import (
     BARKER,
     GAUSSIAN,
     RELATION,
+    RELATIONS,
     SUBSAMPLED_GAUSSIAN,
     Release,
     algorithm_params,
@@ -25,6 +29,7 @@ from .budget import (
     releases,
     spent,
     supported_accountants,
+    supported_relations,
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .pld import subsampled_gaussian_delta, subsampled_gaussian_epsilon
@@ -47,6 +52,7 @@ __all__ = [
     "GAUSSIAN",
     "MAX_ORDER",
     "RELATION",
+    "RELATIONS",
     "SUBSAMPLED_GAUSSIAN",
     "PrivacyReport",
     "Release",
@@ -67,6 +73,7 @@ __all__ = [
     "subsampled_gaussian_epsilon",
     "subsampled_rdp",
     "supported_accountants",
+    "supported_relations",
     "zcdp_epsilon",
     "zcdp_rho",
 ]

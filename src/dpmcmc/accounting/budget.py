@@ -15,6 +15,12 @@ Conventions (substitute relation; ARCHITECTURE.md):
   α/(2τ). In the units of :mod:`dpmcmc.accounting.pld` (noise standard deviation over the
   per-example bound, neighbouring values differing by at most 2) the per-example bound is
   c/2, so σ = √τ c / (c/2) = 2√τ; its Gaussian μ = 2/σ² = 1/(2τ) matches Thm 8's α/(2τ).
+  With ``accountant="pld"`` and the default relation the pair is (1−q)N(0,σ²) + qN(2,σ²) vs
+  N(0,σ²) and its reverse, i.e. in units of c: (1−q)N(0,τ) + qN(1,τ) vs N(0,τ), the
+  sensitivity-1 release with noise variance τ that 001 §4 describes, under the valid pair
+  for fixed-size batches. ``relation="substitute-legacy"`` uses (1−q)N(0,σ²) + qN(±1,σ²) at
+  σ = 2√τ; the thesis' own Fourier-accountant call (``get_delta_S`` with variance τ) is that
+  legacy pair at σ/2 = √τ, which is not reproduced here.
 * ``dp-barker`` (002 Thm 2 and Cor. 3, 001 Thm 7): one Barker test on a minibatch of size b
   with total noise variance C = 2 and per-example log-likelihood ratios clipped to √b/n₀
   (n₀ = n without tempering). Only an RDP bound exists.
@@ -23,13 +29,18 @@ Conventions (substitute relation; ARCHITECTURE.md):
 
 Running ``chains`` chains of k iterations composes chains·k iterations.
 
-Caveat on ``accountant="pld"`` for the subsampled samplers: it uses the dominating pair of
-:mod:`dpmcmc.accounting.pld` for fixed-size sampling without replacement under substitution,
-(1−q)N(0,σ²) + qN(±1,σ²), the convention of the papers' code (Fourier accountant
-``get_delta_S``) and of the held reference values. Neighbouring data sets whose other records
-all contribute −C while the replaced record moves from +C to −C produce the pair
-(1−q)N(0,σ²) + qN(2,σ²) vs N(0,σ²), whose hockey-stick divergence is larger (e.g. σ = 1,
-q = 0.1, ε = 0.5: 0.033 against 0.0033). ``accountant="rdp"`` (WBK Thm 9) needs no such pair.
+Neighbouring relation (``relation``): ``"substitute"`` (replace one record) everywhere. For
+the subsampled Gaussian samplers (``minibatch-penalty``, ``dp-sgld``, ``dp-sgnht``) with
+``accountant="pld"`` it is the dominating pair of :mod:`dpmcmc.accounting.pld` for fixed-size
+batches drawn without replacement, (1−q)N(0,σ²) + qN(2,σ²) vs N(0,σ²) and its reverse. There
+alone ``relation="substitute-legacy"`` selects the papers' pair (1−q)N(0,σ²) + qN(±1,σ²)
+(Fourier accountant ``get_delta_S``, the held reference values), which is NOT an upper bound
+for these batches: neighbouring data sets whose other records all contribute −C while the
+replaced record moves from +C to −C attain the default pair, whose δ is larger (σ = 1,
+q = 0.1, ε = 0.5: 0.033 against 0.0033). It exists to reproduce published numbers; the
+report says so. ``"add-remove"`` is rejected: it is the relation of Poisson sampling, and the
+samplers draw fixed-size batches. ``accountant="rdp"`` (WBK Thm 9: without replacement,
+substitute) and the full-data accountants need no such pair.
 """
 from __future__ import annotations
 
@@ -57,18 +68,24 @@ __all__ = [
     "ALGORITHMS",
     "ACCOUNTANTS",
     "RELATION",
+    "RELATIONS",
     "GAUSSIAN",
     "SUBSAMPLED_GAUSSIAN",
     "BARKER",
     "Release",
     "algorithm_params",
     "supported_accountants",
+    "supported_relations",
     "releases",
     "max_iterations",
     "spent",
 ]
 
+#: Default neighbouring relation (replace one record).
 RELATION = "substitute"
+#: Relations the budget functions accept; "substitute-legacy" only where
+#: :func:`supported_relations` lists it.
+RELATIONS = ("substitute", "substitute-legacy")
 ACCOUNTANTS = ("pld", "rdp", "zcdp")
 GAUSSIAN = "gaussian"
 SUBSAMPLED_GAUSSIAN = "subsampled-gaussian"
@@ -298,12 +315,42 @@ def _check_accountant(accountant, algorithm: str) -> str:
     return accountant
 
 
+def supported_relations(algorithm: str, accountant: str = "pld") -> tuple[str, ...]:
+    """Neighbouring relations :func:`max_iterations` and :func:`spent` accept (default first).
+
+    ``"substitute-legacy"`` (the papers' non-dominating pair) is available only for the
+    subsampled Gaussian samplers under ``accountant="pld"``.
+    """
+    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    accountant = check_choice("accountant", accountant, ACCOUNTANTS)
+    if spec.kind == SUBSAMPLED_GAUSSIAN and accountant == "pld":
+        return RELATIONS
+    return (RELATION,)
+
+
+def _check_relation(relation, algorithm: str, accountant: str) -> str:
+    if relation == "add-remove":
+        raise ValueError(
+            "relation 'add-remove' is not supported: it is the relation of Poisson sampling, and "
+            f"{algorithm!r} draws fixed-size batches without replacement; use 'substitute'"
+        )
+    relation = check_choice("relation", relation, RELATIONS)
+    allowed = supported_relations(algorithm, accountant)
+    if relation not in allowed:
+        raise ValueError(
+            f"relation {relation!r} applies only to the subsampled Gaussian samplers with "
+            f"accountant 'pld'; for {algorithm!r} with accountant {accountant!r} use {list(allowed)}"
+        )
+    return relation
+
+
 class _Accounting:
     """(ε, δ) of `total` composed iterations of one algorithm under one accountant."""
 
-    def __init__(self, rels: tuple[Release, ...], accountant: str):
+    def __init__(self, rels: tuple[Release, ...], accountant: str, relation: str = RELATION):
         self.rels = rels
         self.accountant = accountant
+        self.relation = relation
         self.kinds = {r.kind for r in rels}
         self.gaussian = self.kinds == {GAUSSIAN}
         if accountant == "rdp":
@@ -330,7 +377,9 @@ class _Accounting:
             mu = self.total_mu(total)
             return gaussian_epsilon(mu, delta), {"total_mu": mu}
         s = self.sub
-        return float(_pld.subsampled_gaussian_epsilon(s.sigma, s.q, total * s.per_iteration, delta)), {}
+        eps = _pld.subsampled_gaussian_epsilon(s.sigma, s.q, total * s.per_iteration, delta,
+                                               relation=self.relation)
+        return float(eps), {}
 
     def excess(self, total: int, epsilon: float, delta: float) -> float:
         """≤ 0 iff `total` iterations meet (ε, δ); roughly linear in log(total)."""
@@ -338,7 +387,8 @@ class _Accounting:
             if self.gaussian:
                 return log_gaussian_delta(self.total_mu(total), epsilon) - math.log(delta)
             s = self.sub
-            d = float(_pld.subsampled_gaussian_delta(s.sigma, s.q, total * s.per_iteration, epsilon))
+            d = float(_pld.subsampled_gaussian_delta(s.sigma, s.q, total * s.per_iteration, epsilon,
+                                                     relation=self.relation))
             return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
         eps, _ = self.epsilon(total, delta)
         return math.log(eps / epsilon)
@@ -351,14 +401,20 @@ class _Accounting:
             return int(zcdp_rho(epsilon, delta) / (chains * self.mu_iter)), None
         if self.gaussian:
             return int(gaussian_mu(epsilon, delta) / (chains * self.mu_iter)), None
-        # Subsampled Gaussian PLD: RDP is valid but loose, so its answer is a lower guess;
-        # the Gaussian CLT (μ-GDP with μ_gdp = q√(K(e^{Δ²/σ²} − 1)), Δ = 2; our μ = μ_gdp²/2)
-        # gives a second point near the answer, from which the search extrapolates.
+        # Subsampled Gaussian PLD: RDP (WBK Thm 9) is a valid but loose bound for the
+        # substitute relation, and the legacy pair's delta is smaller still, so its answer is
+        # a lower guess. The Gaussian CLT gives a second point near the answer, from which the
+        # search extrapolates: for small q the loss variance per release is about q² χ²(P‖Q),
+        # with χ² = e^{4/σ²} − 1 for the substitute pair (1−q)N(0)+qN(2) vs N(0) and
+        # 4 sinh(1/σ²) for the legacy pair (1−q)N(0)+qN(±1); K releases are then μ-GDP with
+        # μ_gdp² = K q² χ², and our μ = μ_gdp²/2.
         s = self.sub
         orders = default_orders()
         lower = self._rdp_guess(epsilon, delta, chains, orders, s.per_iteration * s.rdp(orders))
         mu_star = gaussian_mu(epsilon, delta)
-        rate = s.q * s.q * math.expm1(min(4.0 / (s.sigma * s.sigma), 700.0)) / 2.0
+        inv_s2 = min(1.0 / (s.sigma * s.sigma), 175.0)
+        chi2 = 4.0 * math.sinh(inv_s2) if self.relation == "substitute-legacy" else math.expm1(4.0 * inv_s2)
+        rate = s.q * s.q * chi2 / 2.0
         upper = int(mu_star / (rate * s.per_iteration * chains)) + 1
         return lower, max(upper, lower + 1)
 
@@ -437,13 +493,14 @@ def _largest_feasible(f: Callable[[int], float], guess: int, upper: int | None, 
     return lo
 
 
-def _common_checks(epsilon_or_none, delta, chains, accountant, algorithm, n, params):
+def _common_checks(epsilon_or_none, delta, chains, accountant, relation, algorithm, n, params):
     n, clean, rels = _validated(algorithm, n, params)
     delta = check_probability("delta", delta)
     chains = check_int("chains", chains, minimum=1)
     accountant = _check_accountant(accountant, algorithm)
+    relation = _check_relation(relation, algorithm, accountant)
     eps = None if epsilon_or_none is None else check_positive("epsilon", epsilon_or_none)
-    return eps, delta, chains, accountant, n, clean, rels
+    return eps, delta, chains, accountant, relation, n, clean, rels
 
 
 def max_iterations(
@@ -453,6 +510,8 @@ def max_iterations(
     n: int,
     chains: int = 1,
     accountant: str = "pld",
+    *,
+    relation: str = RELATION,
     **params,
 ) -> int:
     """Largest number of iterations per chain that keeps all chains within (ε, δ)-DP.
@@ -480,6 +539,13 @@ def max_iterations(
         ``"pld"`` (default) is tight: the Gaussian-composition bound for full-data samplers,
         the numerical PLD of :mod:`dpmcmc.accounting.pld` for subsampled Gaussian samplers.
         ``"zcdp"`` applies to full-data Gaussian samplers; DP Barker has only ``"rdp"``.
+    relation : {"substitute", "substitute-legacy"}, optional
+        Neighbouring relation, keyword only. ``"substitute"`` (default; replace one record)
+        is valid for every algorithm and accountant. ``"substitute-legacy"`` is accepted only
+        for ``minibatch-penalty``, ``dp-sgld`` and ``dp-sgnht`` with ``accountant="pld"``: it
+        uses the papers' pair (1−q)N(0,σ²) + qN(±1,σ²), which reproduces published numbers but
+        is not an upper bound for fixed-size batches and may understate δ. ``"add-remove"``
+        (Poisson sampling) is rejected.
     **params
         The algorithm's privacy parameters.
 
@@ -496,14 +562,15 @@ def max_iterations(
     TypeError
         Missing or unexpected parameters, or arguments of the wrong type.
     """
-    eps, delta, chains, accountant, n, clean, rels = _common_checks(
-        epsilon, delta, chains, accountant, algorithm, n, params
+    eps, delta, chains, accountant, relation, n, clean, rels = _common_checks(
+        epsilon, delta, chains, accountant, relation, algorithm, n, params
     )
     if eps is None:
         raise TypeError("epsilon is required")
-    acc = _Accounting(rels, accountant)
+    acc = _Accounting(rels, accountant, relation)
     guess, upper = acc.guesses(eps, delta, chains)
-    what = f"epsilon={eps:g}, delta={delta:g} with {chains} chain(s) of {algorithm} ({accountant})"
+    what = (f"epsilon={eps:g}, delta={delta:g} with {chains} chain(s) of {algorithm} "
+            f"({accountant}, {relation})")
     return _largest_feasible(lambda k: acc.excess(k * chains, eps, delta), guess, upper, what)
 
 
@@ -514,6 +581,8 @@ def spent(
     n: int,
     chains: int = 1,
     accountant: str = "pld",
+    *,
+    relation: str = RELATION,
     **params,
 ) -> PrivacyReport:
     """Privacy spent by ``chains`` chains of ``iterations`` iterations each.
@@ -532,6 +601,8 @@ def spent(
         Number of chains.
     accountant : {"pld", "rdp", "zcdp"}, optional
         As in :func:`max_iterations`.
+    relation : {"substitute", "substitute-legacy"}, optional
+        As in :func:`max_iterations` (keyword only); recorded in the report.
     **params
         The algorithm's privacy parameters.
 
@@ -540,12 +611,12 @@ def spent(
     PrivacyReport
         ε at ``delta``, the relation, the accountant, and per-release counts and costs.
     """
-    _, delta, chains, accountant, n, clean, rels = _common_checks(
-        None, delta, chains, accountant, algorithm, n, params
+    _, delta, chains, accountant, relation, n, clean, rels = _common_checks(
+        None, delta, chains, accountant, relation, algorithm, n, params
     )
     iterations = check_int("iterations", iterations, minimum=1)
     total = iterations * chains
-    acc = _Accounting(rels, accountant)
+    acc = _Accounting(rels, accountant, relation)
     eps, details = acc.epsilon(total, delta)
     mechanisms = []
     for r in rels:
@@ -557,7 +628,7 @@ def spent(
     return PrivacyReport(
         epsilon=float(eps),
         delta=delta,
-        relation=RELATION,
+        relation=relation,
         accountant=accountant,
         algorithm=algorithm,
         iterations=iterations,

@@ -4,29 +4,58 @@ Conventions
 -----------
 ``sigma`` is the standard deviation of the Gaussian noise divided by the per-example clip
 bound ``C``: each example's contribution to the released sum has norm at most ``C``, so in
-units of ``C`` the noise is ``N(0, sigma^2)``.
+units of ``C`` the noise is ``N(0, sigma^2)`` and two examples' contributions differ by at
+most ``2``. A k-fold composition keeps one order of a pair throughout; where a relation has
+two orders we report the larger delta (the smaller epsilon is not safe).
 
-* ``relation="substitute"``: a batch of fixed size ``q * n`` is drawn without replacement and
-  neighbouring data sets differ by replacing one record. The two sums then differ by at most
-  ``2`` (in units of ``C``); with probability ``q`` the replaced record is in the batch. A
-  dominating pair for one release is
+* ``relation="substitute"`` (default): a batch of fixed size ``q * n`` is drawn without
+  replacement and neighbouring data sets differ by replacing one record. The dominating pair
+  for one release is
 
-  ``P = (1 - q) N(0, sigma^2) + q N(1, sigma^2)``  vs  ``Q = (1 - q) N(0, sigma^2) + q N(-1, sigma^2)``
+  ``P = (1 - q) N(0, sigma^2) + q N(2, sigma^2)``  vs  ``Q = N(0, sigma^2)``
 
-  (the two mixture components ``N(1, .)`` and ``N(-1, .)`` are two apart). This is the
-  convention of the Fourier accountant's ``get_delta_S`` and of dp-accounting's ``REPLACE_ONE``
-  neighbouring relation with sensitivity 1. The pair is symmetric (``P(x) = Q(-x)``), so one
-  order suffices.
+  and the reverse order (Balle, Barthe & Gaboardi 2018, amplification by subsampling without
+  replacement under substitution, which is tight; Zhu, Dong & Wang 2022, dominating pair
+  ``(q P_0 + (1 - q) Q_0, Q_0)`` with the base mechanism's substitute pair
+  ``(P_0, Q_0) = (N(2, sigma^2), N(0, sigma^2))``; see also Lebeda, Regehr, Kamath &
+  Steinke 2024 on subsampling under substitution). Why: draw a batch ``T`` without the
+  replaced record ``i`` and, with probability ``q``, swap a random member ``j`` of ``T`` for
+  ``i``; this draws the batch correctly, and by joint convexity of the hockey-stick divergence
+  the mechanism is then bounded by the worst pair
+  ``(1-q) N(s) + q N(s + x_i - x_j)`` vs ``(1-q) N(s) + q N(s + x_i' - x_j)`` with all
+  contributions in ``[-1, 1]``. The cited results show that the worst case is
+  ``x_i - x_j = 2``, ``x_i' - x_j = 0`` (or the swap), and both orders are attained: all other
+  records at ``-1``, record ``i`` at ``+1`` in one data set and ``-1`` in the other. Scaling
+  by ``1/2`` makes this the add-remove computation below at ``sigma / 2``,
+  ``delta_substitute(sigma, q, k, eps) = delta_add-remove(sigma / 2, q, k, eps)``, which is
+  how it is computed.
 * ``relation="add-remove"``: Poisson sampling with rate ``q``, neighbouring data sets differ
   by adding or removing one record, the sums differ by at most ``1``. Dominating pairs are
   ``P = (1 - q) N(0, sigma^2) + q N(1, sigma^2)`` vs ``Q = N(0, sigma^2)`` ("remove") and the
-  reverse order ("add"); a k-fold composition keeps one order throughout, and we report the
-  larger of the two delta values.
+  reverse order ("add").
+* ``relation="substitute-legacy"``: the symmetric pair
 
-The DP-HMC paper's reference SGLD code passes half of this ``sigma`` to the Fourier
-accountant's ``get_delta_S`` (it divides the noise by the substitute sensitivity ``2 C``
-instead of by ``C``). That is valid but accounts for twice the real sensitivity, so it is
-twice as conservative in the noise scale; dpmcmc uses ``sigma = noise std / C``.
+  ``P = (1 - q) N(0, sigma^2) + q N(1, sigma^2)``  vs
+  ``Q = (1 - q) N(0, sigma^2) + q N(-1, sigma^2)``
+
+  the convention of the papers' code, of the Fourier accountant's ``get_delta_S`` and of
+  dp-accounting's ``REPLACE_ONE`` relation (sensitivity 1). It is NOT a dominating pair for
+  fixed-size batches drawn without replacement: with every other record contributing ``-1``
+  and record ``i`` contributing ``+1`` in ``D`` and ``-1`` in ``D'``, batches without ``i``
+  sum to ``-b`` in both, batches with ``i`` to ``-b + 2`` in ``D`` and ``-b`` in ``D'``, so
+  ``M(D) = (1-q) N(-b) + q N(-b+2)`` and ``M(D') = N(-b)``: the substitute pair above. For
+  one release at ``sigma = 1, q = 0.1, eps = 0.5`` the legacy pair gives ``delta = 3.34e-3``
+  while this pair of data sets attains ``3.30e-2``; at ``sigma = 2, q = 0.01, eps = 0.5``,
+  ``1.9e-19`` against ``2.2e-7``. It is kept only to reproduce published numbers and the
+  held reference values; never use it for a privacy guarantee. The pair is symmetric
+  (``P(x) = Q(-x)``), so one order suffices.
+
+Scale of the papers' code: the thesis (001, minibatch penalty) normalises the released value
+to sensitivity 1 before calling ``get_delta_S``, i.e. it passes noise std / ``2 C``: the legacy
+pair at ``sigma / 2`` in these units, components ``N(2, .)`` and ``N(-2, .)``. At the points
+we checked that gave a larger delta than the valid substitute pair at ``sigma``, but it is not
+proven to dominate it. The held reference values for DP-SGLD/DP-SGNHT are the legacy pair at
+``sigma`` itself.
 
 Method
 ------
@@ -76,13 +105,16 @@ from dpmcmc.accounting._checks import (
 
 __all__ = [
     "PrivacyLossDistribution",
+    "default_grid_step",
     "subsampled_gaussian_pld",
     "subsampled_gaussian_delta",
     "subsampled_gaussian_epsilon",
 ]
 
-RELATIONS = ("substitute", "add-remove")
-PAIRS = ("substitute", "remove", "add")
+RELATIONS = ("substitute", "add-remove", "substitute-legacy")
+#: Low-level pairs of :func:`subsampled_gaussian_pld`. The substitute relation uses "remove"
+#: and "add" at ``sigma / 2``; "substitute-legacy" is the symmetric non-dominating pair.
+PAIRS = ("remove", "add", "substitute-legacy")
 
 # Gaussian tails beyond this many standard deviations (about 4e-26 each) are handled
 # conservatively rather than discretised.
@@ -96,6 +128,14 @@ _TILT_SDS = 3.0
 # Size caps: beyond them the grid is coarsened (still a rigorous bound, less tight).
 _MAX_STEP_BINS = 1 << 22
 _MAX_WINDOW = 1 << 23
+
+
+class _WindowTooLarge(ValueError):
+    """The k-fold composition would need an FFT window beyond ``_MAX_WINDOW``."""
+
+    def __init__(self, message: str, n_window: int):
+        super().__init__(message)
+        self.n_window = n_window
 
 
 def _check_q(q) -> float:
@@ -134,7 +174,14 @@ class PrivacyLossDistribution:
     infinity_mass: float
 
     def __post_init__(self):
-        p = np.ascontiguousarray(self.probs, dtype=np.float64)
+        object.__setattr__(self, "grid_step", check_positive("grid_step", self.grid_step))
+        p = np.array(self.probs, dtype=np.float64).ravel()
+        if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
+            raise ValueError("probs must be a non-empty array of finite non-negative masses")
+        inf_mass = check_nonnegative("infinity_mass", self.infinity_mass)
+        if inf_mass > 1.0:
+            raise ValueError(f"infinity_mass must be <= 1, got {inf_mass!r}")
+        object.__setattr__(self, "infinity_mass", inf_mass)
         p.setflags(write=False)
         object.__setattr__(self, "probs", p)
         object.__setattr__(self, "offset", int(self.offset))
@@ -146,6 +193,7 @@ class PrivacyLossDistribution:
 
     @property
     def finite_mass(self) -> float:
+        """Total mass at finite losses."""
         return float(self.probs.sum())
 
     # ------------------------------------------------------------------ delta / epsilon
@@ -199,14 +247,14 @@ class PrivacyLossDistribution:
         # d_grid is non-increasing; first grid index with d_grid <= target
         idx = int(np.searchsorted(-d_grid, -target, side="left"))
         idx = min(idx, n - 1)
-        if idx == 0:
-            eps = self.offset * h
-        else:
-            # solve on [l_{idx-1}, l_idx]: S0[idx] - exp(eps - l_idx) T[idx] = target
-            l_idx = (self.offset + idx) * h
-            num = s0[idx] - target
-            eps = l_idx + math.log(num / t[idx]) if num > 0 and t[idx] > 0 else l_idx
-            eps = min(max(eps, l_idx - h), l_idx)
+        # solve on (l_{idx-1}, l_idx] (or below l_0 when idx = 0), where only entries
+        # m >= idx count: S0[idx] - exp(eps - l_idx) T[idx] = target
+        l_idx = (self.offset + idx) * h
+        num = s0[idx] - target
+        eps = l_idx + math.log(num / t[idx]) if num > 0 and t[idx] > 0 else l_idx
+        eps = min(eps, l_idx)
+        if idx > 0:
+            eps = max(eps, l_idx - h)
         eps = max(eps, 0.0)
         # Guard against round-off: move up until the direct sum agrees.
         step = max(abs(eps), h) * 1e-12
@@ -217,7 +265,11 @@ class PrivacyLossDistribution:
 
     # ------------------------------------------------------------------ composition
     def compose(self, other: "PrivacyLossDistribution") -> "PrivacyLossDistribution":
-        """PLD of the composition with ``other`` (same grid step), by exact linear convolution."""
+        """PLD of the composition with ``other`` (same grid step), by linear convolution.
+
+        One FFT pass without tilting: entries below about ``1e-16`` of the largest one are
+        round-off, so prefer :meth:`self_compose` for long homogeneous compositions.
+        """
         if not isinstance(other, PrivacyLossDistribution):
             raise TypeError("other must be a PrivacyLossDistribution")
         if other.grid_step != self.grid_step:
@@ -255,8 +307,8 @@ class PrivacyLossDistribution:
         FFT round-off is about ``1e-16`` of the largest entry, which would swamp the far upper
         tail that small deltas depend on. The composition is therefore also computed for the
         exponentially tilted measure ``p(l) e^{theta l}`` (tilting commutes with convolution)
-        with ``theta`` placing the tilted mean about three composed standard deviations up, and each entry is taken from
-        whichever of the two computations has the smaller round-off there.
+        with ``theta`` placing the tilted mean about three composed standard deviations up,
+        and each entry is taken from whichever of the two passes has the smaller round-off.
         """
         k = check_int("k", k, minimum=1)
         tail_mass = check_probability("tail_mass", tail_mass)
@@ -310,10 +362,9 @@ class PrivacyLossDistribution:
             upper = math.exp(min(0.0, k * log_mgf(t_plain) - t_plain * (hi + 1)))
         n_win = _fft.next_fast_len(hi - lo + 1, real=True)
         if n_win > _MAX_WINDOW:
-            raise ValueError(
+            raise _WindowTooLarge(
                 f"composition window of {n_win} grid points exceeds {_MAX_WINDOW}; "
-                "use a coarser grid_step"
-            )
+                "use a coarser grid_step", n_win)
         # absolute composed index of window position i is k*j0 + lo + i
         pos = np.arange(n_win, dtype=np.float64) + lo
         shift = (-lo) % n_win
@@ -400,7 +451,7 @@ def _log_ratio_fns(sigma: float, q: float, pair: str):
     log1mq = math.log1p(-q) if q < 1.0 else -math.inf
     logq = math.log(q)
     with np.errstate(divide="ignore"):
-        if pair == "substitute":
+        if pair == "substitute-legacy":
             comps_p = [(1.0 - q, 0.0), (q, 1.0)]
             comps_q = [(1.0 - q, 0.0), (q, -1.0)]
 
@@ -537,9 +588,10 @@ def _step_pld(sigma: float, q: float, pair: str, h: float) -> PrivacyLossDistrib
     return PrivacyLossDistribution(h, j_min, probs, float(above))
 
 
-def default_grid_step(sigma: float, q: float, k: int = 1, pair: str = "substitute") -> float:
-    """Grid step used by default: ``s / 128`` for the per-release loss std ``s``, coarsened
-    only when the composition window or the per-release grid would exceed the size caps."""
+def default_grid_step(sigma: float, q: float, k: int = 1, *, pair: str) -> float:
+    """Grid step used by default for one pair of :data:`PAIRS`: ``s / 128`` for the
+    per-release loss std ``s``, coarsened only when the composition window or the per-release
+    grid would exceed the size caps."""
     _, s = _loss_moments(sigma, q, pair)
     h = s / _BINS_PER_STD
     # window of the k-fold composition is about 2 * 9.5 sqrt(k) s wide
@@ -560,8 +612,13 @@ def _validate(sigma, q, k, relation):
     return sigma, q, k, relation
 
 
-def _pairs(relation: str) -> tuple[str, ...]:
-    return ("substitute",) if relation == "substitute" else ("remove", "add")
+def _pairs(sigma: float, relation: str) -> tuple[tuple[float, str], ...]:
+    """(sigma, pair) of each order to evaluate; delta is the largest of them."""
+    if relation == "substitute-legacy":
+        return ((sigma, "substitute-legacy"),)
+    # substitute: the add-remove pairs with mixture component N(2, sigma^2), i.e. scaled by 1/2
+    s = 0.5 * sigma if relation == "substitute" else sigma
+    return ((s, "remove"), (s, "add"))
 
 
 @lru_cache(maxsize=32)
@@ -571,11 +628,17 @@ def _cached_step(sigma: float, q: float, pair: str, h: float) -> PrivacyLossDist
 
 @lru_cache(maxsize=16)
 def _cached_composed(sigma: float, q: float, k: int, pair: str) -> PrivacyLossDistribution:
-    h = default_grid_step(sigma, q, k, pair)
-    return _cached_step(sigma, q, pair, h).self_compose(k)
+    h = default_grid_step(sigma, q, k, pair=pair)
+    while True:
+        try:
+            return _cached_step(sigma, q, pair, h).self_compose(k)
+        except _WindowTooLarge as err:
+            # heavy-tailed compositions (tiny sigma and q) need a wider window than the
+            # Gaussian estimate in default_grid_step: coarsen, which stays an upper bound
+            h *= max(1.25, 1.1 * err.n_window / _MAX_WINDOW)
 
 
-def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str = "substitute",
+def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str,
                             grid_step: float | None = None) -> PrivacyLossDistribution:
     """Pessimistic PLD of k releases of the subsampled Gaussian mechanism for one pair order.
 
@@ -587,9 +650,11 @@ def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str = "
         Sampling rate in (0, 1].
     k : int
         Number of releases composed.
-    pair : {"substitute", "remove", "add"}
-        ``"substitute"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``(1-q)N(0,s^2) + qN(-1,s^2)``;
-        ``"remove"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``N(0,s^2)``; ``"add"``: the reverse.
+    pair : {"remove", "add", "substitute-legacy"}
+        ``"remove"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``N(0,s^2)``; ``"add"``: the reverse;
+        ``"substitute-legacy"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``(1-q)N(0,s^2) + qN(-1,s^2)``
+        (not dominating for fixed-size batches; see the module docstring). The pairs of
+        ``relation="substitute"`` are ``"remove"`` and ``"add"`` at ``sigma / 2``.
     grid_step : float, optional
         Loss grid spacing; default :func:`default_grid_step`.
 
@@ -616,18 +681,25 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
     sigma : float
         Noise standard deviation divided by the per-example clip bound (> 0).
     q : float
-        Sampling rate in (0, 1]: batch fraction (substitute) or Poisson rate (add-remove).
+        Sampling rate in (0, 1]: batch fraction (substitute relations) or Poisson rate
+        (add-remove).
     k : int
         Number of releases (>= 1).
     epsilon : float
         Privacy parameter (>= 0).
-    relation : {"substitute", "add-remove"}
+    relation : {"substitute", "add-remove", "substitute-legacy"}
         Neighbouring relation; see the module docstring for the dominating pairs.
+        ``"substitute"`` (fixed-size batches without replacement, replace one record) equals
+        ``"add-remove"`` at ``sigma / 2``. ``"substitute-legacy"`` is the papers' symmetric pair
+        ``(1-q)N(0,s^2) + qN(±1,s^2)`` (Fourier accountant ``get_delta_S``, dp-accounting
+        ``REPLACE_ONE``); it is NOT an upper bound for fixed-size batches and may understate
+        delta by orders of magnitude, so use it only to reproduce published numbers.
 
     Returns
     -------
     float
-        A rigorous upper bound on delta, within about 0.2 % of the exact value.
+        A rigorous upper bound on the hockey-stick divergence of the relation's pair(s),
+        within about 0.2 % of the exact value.
 
     Raises
     ------
@@ -636,7 +708,8 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
     """
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     epsilon = check_nonnegative("epsilon", epsilon)
-    return max(_cached_composed(sigma, q, k, pair).get_delta(epsilon) for pair in _pairs(relation))
+    return max(_cached_composed(s, q, k, pair).get_delta(epsilon)
+               for s, pair in _pairs(sigma, relation))
 
 
 def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
@@ -657,4 +730,5 @@ def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
     """
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     delta = check_probability("delta", delta)
-    return max(_cached_composed(sigma, q, k, pair).get_epsilon(delta) for pair in _pairs(relation))
+    return max(_cached_composed(s, q, k, pair).get_epsilon(delta)
+               for s, pair in _pairs(sigma, relation))

@@ -8,6 +8,14 @@ from typing import Any
 
 __all__ = ["PrivacyReport"]
 
+_LEGACY_RELATION = "substitute-legacy"
+_LEGACY_WARNING = (
+    "WARNING: relation 'substitute-legacy' uses the papers' subsampled-Gaussian pair "
+    "(1-q)N(0,s^2)+qN(±1,s^2), which is NOT a dominating pair for fixed-size batches drawn "
+    "without replacement: this bound may understate δ, so it is not a valid privacy guarantee. "
+    "Use relation 'substitute' for one."
+)
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
@@ -26,7 +34,10 @@ class PrivacyReport:
     delta : float
         δ of the guarantee.
     relation : str
-        Neighbouring relation of the guarantee (``"substitute"``: replace one record).
+        Neighbouring relation the bound was computed for: ``"substitute"`` (replace one
+        record), or ``"substitute-legacy"``, the papers' symmetric pair for subsampled Gaussian
+        releases, which is not a dominating pair for fixed-size batches (δ may be understated;
+        see :mod:`dpmcmc.accounting.pld`).
     accountant : str
         ``"pld"``, ``"rdp"`` or ``"zcdp"``.
     algorithm : str
@@ -117,6 +128,8 @@ class PrivacyReport:
             f"{self.iterations} iterations, n = {self.n}"
         )
         lines = [head, run]
+        if self.relation == _LEGACY_RELATION:
+            lines.append(_LEGACY_WARNING)
         if self.params:
             lines.append("parameters: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in self.params.items()))
         if self.mechanisms:
