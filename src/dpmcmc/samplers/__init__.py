@@ -1,0 +1,33 @@
+"""Samplers: pure JAX Markov kernels, one chain driver, and the algorithm registry.
+
+- :data:`ALGORITHMS` — ``name -> AlgorithmSpec(name, private, prepare, build,
+  accounting_params)`` for ``"rwmh"``, ``"hmc"``, ``"dp-penalty"``, ``"dp-hmc"``.
+- :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains.
+- :class:`Kernel`, :class:`Info`, :class:`HMCInfo` — the kernel contract.
+- :func:`noise_std`, :func:`release_mu` — the noise convention shared with the accountant.
+"""
+from dpmcmc.samplers._driver import run_chains
+from dpmcmc.samplers._mechanisms import gaussian_mechanism, noise_std, release_mu, sensitivity
+from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
+from dpmcmc.samplers._types import HMCInfo, Info, Kernel
+from dpmcmc.samplers.dp_hmc import build_dp_hmc
+from dpmcmc.samplers.dp_penalty import build_dp_penalty
+from dpmcmc.samplers.hmc import build_hmc
+from dpmcmc.samplers.rwmh import build_rwmh
+
+__all__ = [
+    "ALGORITHMS",
+    "AlgorithmSpec",
+    "Kernel",
+    "Info",
+    "HMCInfo",
+    "run_chains",
+    "noise_std",
+    "release_mu",
+    "sensitivity",
+    "gaussian_mechanism",
+    "build_rwmh",
+    "build_hmc",
+    "build_dp_penalty",
+    "build_dp_hmc",
+]

@@ -1,0 +1,68 @@
+"""Shared types of the sampler layer: the kernel interface and the per-iteration info."""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+Array = Any
+PRNGKey = Any
+
+__all__ = ["Kernel", "Info", "HMCInfo"]
+
+
+class Kernel(NamedTuple):
+    """A Markov kernel as a pair of pure functions.
+
+    Attributes
+    ----------
+    init : callable
+        ``init(theta) -> State`` for one chain, ``theta`` of shape ``(dim,)``. ``State`` is a
+        NamedTuple pytree with at least a ``position`` field.
+    step : callable
+        ``step(key, state) -> (state, info)``: one iteration. Pure and jit-able; ``info`` is an
+        :class:`Info` (or :class:`HMCInfo`).
+    """
+
+    init: Callable[[Array], Any]
+    step: Callable[[PRNGKey, Any], tuple]
+
+
+class Info(NamedTuple):
+    """Per-iteration diagnostics of one chain. NOT differentially private.
+
+    Attributes
+    ----------
+    accepted : bool
+        Whether the proposal was accepted.
+    clip_fraction : float
+        Fraction of the n per-example log-likelihood ratios that were clipped in this iteration
+        (a non-finite per-example ratio counts as clipped); 0.0 when nothing is clipped.
+    diverged : bool
+        A non-finite value was met (proposal, log-density, noisy log-ratio) and the proposal was
+        rejected because of it.
+    """
+
+    accepted: Array
+    clip_fraction: Array
+    diverged: Array
+
+
+class HMCInfo(NamedTuple):
+    """Per-iteration diagnostics of the HMC-type samplers. NOT differentially private.
+
+    Attributes
+    ----------
+    accepted, clip_fraction, diverged
+        As in :class:`Info`.
+    grad_clip_fraction : float
+        Fraction of the per-example gradients clipped, averaged over the gradient evaluations of
+        this iteration (0.0 for non-private HMC).
+    step_size : float
+        The leapfrog step size used in this iteration (data-independent: the base step size times
+        a randomised Halton number).
+    """
+
+    accepted: Array
+    clip_fraction: Array
+    diverged: Array
+    grad_clip_fraction: Array
+    step_size: Array

@@ -1,0 +1,135 @@
+"""Hamiltonian Monte Carlo (non-private), with optional log-likelihood-ratio clipping.
+
+Leapfrog with L steps and a diagonal mass matrix (004; 000 §2.2), the step size of iteration i
+being ``η · h_i`` with ``h_i ∈ (0, 1)`` a randomised Halton number (see
+:mod:`dpmcmc.samplers._halton`; ``jitter=False`` keeps η fixed). The gradient at the current
+position is cached between iterations (exact gradients, so reuse is harmless here), so an
+iteration evaluates L gradients.
+
+With ``clip`` the acceptance test uses the clipped log-likelihood-ratio sum (each ratio clipped
+to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, no noise, tempered after clipping) as in the clipping experiment of
+000 §4.2 / 001 §6.2; the leapfrog still uses exact gradients.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from dpmcmc.samplers._halton import draw_mask, halton_multiplier
+from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
+from dpmcmc.samplers._per_example import auto_block_size
+from dpmcmc.samplers._penalty import mh_accept
+from dpmcmc.samplers._per_example import clipped_llr_sum, loglik_sum_and_grad
+from dpmcmc.samplers._types import HMCInfo, Kernel
+
+Array = Any
+
+__all__ = ["HMCState", "build_hmc", "jittered_step_size"]
+
+
+class HMCState(NamedTuple):
+    """Position, tempered log posterior and its gradient there, iteration count, Halton mask."""
+
+    position: Array
+    log_density: Array
+    grad: Array
+    iteration: Array
+    halton_mask: Array
+
+
+def jittered_step_size(key: Array, iteration: Array, mask: Array, step_size: float, jitter: bool,
+                       dtype) -> tuple[Array, Array]:
+    """Step size of this iteration and the chain's Halton mask (drawn at iteration 0 from ``key``).
+
+    Data-independent: depends only on the PRNG key, the iteration count and ``step_size``.
+    """
+    mask = jnp.where(iteration == 0, draw_mask(key), mask)
+    if not jitter:
+        return jnp.asarray(step_size, dtype), mask
+    return step_size * halton_multiplier(iteration, mask, dtype), mask
+
+
+def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: Array,
+              clip: Optional[float] = None, *, jitter: bool = True,
+              block_size: Optional[int] = None) -> Kernel:
+    """The HMC kernel.
+
+    Parameters
+    ----------
+    model : Model
+    data : array (n, ...)
+    step_size : float
+        Base leapfrog step size η > 0.
+    leapfrog_steps : int
+        L ≥ 1.
+    mass : array (dim,)
+        Diagonal of the mass matrix.
+    clip : float, optional
+        Log-likelihood-ratio clip bound b (acceptance test only).
+    jitter : bool, default True
+        Randomised-Halton step sizes ``η h_i``; False: fixed η.
+    block_size : int, optional
+        Data block size for the per-example passes (default: :func:`auto_block_size`).
+
+    Returns
+    -------
+    Kernel
+        Info is :class:`HMCInfo`; a non-finite end point or NaN log ratio is a rejection with
+        ``diverged=True``.
+    """
+    n = data.shape[0]
+    block_size = auto_block_size(n, block_size)
+    temp = model.temperature
+    mass = jnp.asarray(mass)
+    prior_vg = jax.value_and_grad(model.log_prior)
+
+    def density_and_grad(theta):
+        lp, gp = prior_vg(theta)
+        ll, gl = loglik_sum_and_grad(model, data, theta, block_size=block_size)
+        return lp + temp * ll, gp + temp * gl
+
+    def grad_fn(_key, theta):
+        logp, g = density_and_grad(theta)
+        return g, logp
+
+    def init(theta):
+        theta = jnp.asarray(theta)
+        logp, g = density_and_grad(theta)
+        return HMCState(theta, logp, g, jnp.zeros((), jnp.uint32), jnp.zeros((), jnp.uint32))
+
+    def step(key, state):
+        k_mask, k_mom, k_acc = jax.random.split(key, 3)
+        theta = state.position
+        m = mass.astype(theta.dtype)
+        eta, mask = jittered_step_size(k_mask, state.iteration, state.halton_mask, step_size,
+                                       jitter, theta.dtype)
+        p0 = sample_momentum(k_mom, m, theta)
+        lf = leapfrog(grad_fn, k_mom, theta, p0, state.grad, state.log_density, eta,
+                      leapfrog_steps, m)
+        finite = jnp.all(jnp.isfinite(lf.position)) & jnp.all(jnp.isfinite(lf.momentum))
+        d_kin = kinetic_energy(p0, m) - kinetic_energy(lf.momentum, m)
+        if clip is None:
+            log_ratio = lf.aux - state.log_density + d_kin
+            count = jnp.zeros((), jnp.int32)
+        else:
+            theta_new = jnp.where(finite, lf.position, theta)
+            bound = clip * jnp.linalg.norm(theta_new - theta)
+            total, count = clipped_llr_sum(model, data, theta, theta_new, bound,
+                                           nan_to_bound=False, block_size=block_size)
+            log_ratio = temp * total + model.log_prior(theta_new) - model.log_prior(theta) + d_kin
+        accepted, nan = mh_accept(k_acc, log_ratio)
+        diverged = nan | ~finite
+        accepted = accepted & ~diverged
+        new_state = HMCState(
+            jnp.where(accepted, lf.position, theta),
+            jnp.where(accepted, lf.aux, state.log_density),
+            jnp.where(accepted, lf.grad, state.grad),
+            state.iteration + jnp.uint32(1),
+            mask,
+        )
+        info = HMCInfo(accepted, count.astype(theta.dtype) / n, diverged, jnp.zeros((), theta.dtype), eta)
+        return new_state, info
+
+    return Kernel(init, step)

@@ -1,0 +1,183 @@
+"""The chain driver: chunking invariance, independent chains, compiled iterations."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS, Info, Kernel, run_chains
+
+
+def gaussian_setup(n=100, dim=2, seed=0):
+    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: -0.5 * jnp.sum(th ** 2) / 100.0, dim)
+    data = jnp.asarray(np.random.default_rng(seed).normal(size=(n, dim)))
+    return model, data
+
+
+def kernel_for(name, model, data, **params):
+    spec = ALGORITHMS[name]
+    return spec.build(model, data, spec.prepare(params, model, data.shape[0]))
+
+
+PARAMS = {
+    "rwmh": dict(proposal_std=0.1),
+    "hmc": dict(step_size=0.1, leapfrog_steps=3),
+    "dp-penalty": dict(tau=0.5, clip=5.0, proposal_std=0.1, mode="guided-walk"),
+    "dp-hmc": dict(tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.1, leapfrog_steps=3),
+}
+
+
+# Every chunk size is one compilation (seconds on a busy CPU): a few sizes for the simplest
+# kernel, one for the others (their states carry Halton masks and guided-walk directions).
+@pytest.mark.parametrize("name,chunks", [
+    ("rwmh", (1, 5, 22)),
+    pytest.param("hmc", (7,), marks=pytest.mark.slow),
+    pytest.param("dp-penalty", (7,), marks=pytest.mark.slow),
+    ("dp-hmc", (7,)),
+])
+def test_chunking_does_not_change_draws(name, chunks):
+    model, data = gaussian_setup()
+    kernel = kernel_for(name, model, data, **PARAMS[name])
+    theta0 = jnp.zeros((3, 2))
+    key = jax.random.key(42)
+    ref_pos, ref_info = run_chains(kernel, theta0, key, 23, progress=False)
+    assert ref_pos.shape == (3, 23, 2)
+    for chunk in chunks:
+        pos, info = run_chains(kernel, theta0, key, 23, progress=False, chunk_size=chunk)
+        np.testing.assert_array_equal(np.asarray(pos), np.asarray(ref_pos))
+        for a, b in zip(info, ref_info):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # Another key, other draws.
+    other, _ = run_chains(kernel, theta0, jax.random.key(43), 23, progress=False, chunk_size=chunks[0])
+    assert not np.array_equal(np.asarray(other), np.asarray(ref_pos))
+
+
+def test_outputs_are_numpy_convertible_with_documented_shapes():
+    model, data = gaussian_setup()
+    kernel = kernel_for("dp-hmc", model, data, **PARAMS["dp-hmc"])
+    pos, info = run_chains(kernel, np.zeros((4, 2)), jax.random.key(0), 11, progress=False)
+    assert np.asarray(pos).shape == (4, 11, 2)
+    for field in ("accepted", "clip_fraction", "diverged", "grad_clip_fraction", "step_size"):
+        assert np.asarray(getattr(info, field)).shape == (4, 11)
+    assert np.asarray(info.accepted).dtype == bool
+    assert np.asarray(info.diverged).dtype == bool
+    # Draws are the recorded states: a rejection repeats the previous draw.
+    p = np.asarray(pos)
+    acc = np.asarray(info.accepted)
+    moved = np.any(p[:, 1:] != p[:, :-1], axis=-1)
+    np.testing.assert_array_equal(moved, acc[:, 1:])
+
+
+def test_chains_are_independent_and_match_single_chain_runs():
+    model, data = gaussian_setup()
+    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+    chains, iters = 40, 200
+    key = jax.random.key(7)
+    pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, progress=False)
+    pos = np.asarray(pos)
+    # Chain c is exactly the single-chain run with key split(key, chains)[c].
+    keys = jax.random.split(key, chains)
+    for c in (0, 17):
+        state = kernel.init(jnp.zeros(2))
+        single = []
+        step = jax.jit(kernel.step)
+        for t in range(iters):
+            state, _ = step(jax.random.fold_in(keys[c], t), state)
+            single.append(np.asarray(state.position))
+        np.testing.assert_allclose(np.stack(single), pos[c], rtol=1e-12, atol=1e-14)
+    # Identical starting points, yet the chains differ, and increments of different chains are
+    # uncorrelated: |Pearson r| of chain 0 vs chain c over 199 increments, Bonferroni over 39
+    # pairs at family false-alarm rate 1e-3.
+    inc = np.diff(pos[:, :, 0], axis=1)
+    pvals = [stats.pearsonr(inc[0], inc[c]).pvalue for c in range(1, chains)]
+    assert min(pvals) > 1e-3 / (chains - 1)
+    assert len({tuple(np.round(pos[c, -1], 12)) for c in range(chains)}) == chains
+
+
+def test_iterations_are_compiled_not_a_python_loop():
+    model, data = gaussian_setup()
+    inner = kernel_for("dp-penalty", model, data, **PARAMS["dp-penalty"])
+    traces = []
+
+    def step(key, state):
+        traces.append(1)  # runs only while tracing
+        return inner.step(key, state)
+
+    kernel = Kernel(inner.init, step)
+    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, progress=False)
+    assert len(traces) <= 2  # traced for the shape of Info, and once for the compiled scan
+    traces.clear()
+    # 1000 iterations in chunks of 300 (the last one partial): still one compilation.
+    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, progress=False, chunk_size=300)
+    assert len(traces) <= 2
+
+
+def test_progress_bar_shows_only_iteration_counts(capsys):
+    model, data = gaussian_setup()
+    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 40, progress=True)
+    assert pos.shape == (2, 40, 2)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "40/40" in text
+    # Nothing computed from the data (acceptance rates etc.) is printed.
+    assert "accept" not in text.lower()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(num_iterations=0), "num_iterations"),
+    (dict(num_iterations=2.5), "num_iterations"),
+    (dict(num_iterations=5, chunk_size=0), "chunk_size"),
+])
+def test_driver_argument_errors(kwargs, match):
+    model, data = gaussian_setup()
+    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+    n_it = kwargs.pop("num_iterations")
+    with pytest.raises(ValueError, match=match):
+        run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), n_it, progress=False, **kwargs)
+
+
+def test_theta0_must_be_two_dimensional():
+    model, data = gaussian_setup()
+    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+    with pytest.raises(ValueError, match="theta0"):
+        run_chains(kernel, jnp.zeros(2), jax.random.key(0), 5, progress=False)
+
+
+def test_info_contract_fields():
+    assert Info._fields[:3] == ("accepted", "clip_fraction", "diverged")
+
+
+X32_SCRIPT = r"""
+import jax, jax.numpy as jnp, numpy as np
+assert not jax.config.jax_enable_x64
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS, run_chains
+model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: -0.5 * jnp.sum(th ** 2), 2)
+data = np.random.default_rng(0).normal(size=(50, 2))
+P = {"rwmh": dict(proposal_std=0.1), "hmc": dict(step_size=0.05, leapfrog_steps=3),
+     "dp-penalty": dict(tau=0.5, clip=5.0, proposal_std=0.1, mode="guided-walk"),
+     "dp-hmc": dict(tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.05, leapfrog_steps=3)}
+for name, p in P.items():
+    spec = ALGORITHMS[name]
+    kernel = spec.build(model, data, spec.prepare(p, model, 50))
+    pos, info = run_chains(kernel, np.zeros((2, 2)), jax.random.key(0), 30, progress=False)
+    assert pos.dtype == jnp.float32, (name, pos.dtype)
+    assert np.all(np.isfinite(np.asarray(pos))), name
+    assert np.asarray(info.accepted).any(), name
+    assert not np.asarray(info.diverged).any(), name
+print("x32 ok")
+"""
+
+
+def test_samplers_run_in_float32_mode():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", X32_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "x32 ok" in out.stdout

@@ -1,0 +1,89 @@
+"""Randomised-Halton step sizes: range, low discrepancy, data independence; DP-HMC releases."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS, run_chains
+from dpmcmc.samplers._halton import bit_reverse32, halton_multiplier, halton_step_sizes
+
+
+def test_bit_reverse32_matches_python():
+    vals = np.random.default_rng(0).integers(0, 2 ** 32, size=200, dtype=np.uint64)
+    got = np.asarray(bit_reverse32(jnp.asarray(vals.astype(np.uint32))))
+    want = [int(f"{int(v):032b}"[::-1], 2) for v in vals]
+    np.testing.assert_array_equal(got.astype(np.uint64), np.asarray(want, dtype=np.uint64))
+
+
+def test_mask_zero_is_the_van_der_corput_sequence():
+    h = np.asarray(halton_multiplier(jnp.arange(8, dtype=jnp.uint32), 0, jnp.float64))
+    vdc = np.array([0, 1 / 2, 1 / 4, 3 / 4, 1 / 8, 5 / 8, 3 / 8, 7 / 8])
+    np.testing.assert_allclose(h, vdc + 2.0 ** -33, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_multipliers_lie_in_the_open_unit_interval(dtype):
+    idx = jnp.asarray(np.r_[np.arange(4096), 2 ** 32 - 1 - np.arange(64)].astype(np.uint32))
+    for mask in (0, 0xFFFFFFFF, 0x12345678):
+        h = np.asarray(halton_multiplier(idx, mask, dtype))
+        assert h.dtype == dtype
+        assert np.all(h > 0) and np.all(h < 1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_randomised_sequence_is_stratified(seed):
+    # For any scrambling mask, the first 2^k values hit each interval [j/2^k, (j+1)/2^k) once.
+    steps = np.asarray(halton_step_sizes(jax.random.key(seed), 256, 0.5))
+    assert np.all((steps > 0) & (steps < 0.5))
+    for k in (1, 3, 8):
+        cells = np.floor(steps[: 2 ** k] / 0.5 * 2 ** k).astype(int)
+        np.testing.assert_array_equal(np.sort(cells), np.arange(2 ** k))
+
+
+def make(seed, n=60, dim=2, temperature=1.0):
+    data = jnp.asarray(np.random.default_rng(seed).normal(seed, 1 + seed, size=(n, dim)))
+    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: -0.5 * jnp.sum(th ** 2),
+                  dim, temperature=temperature)
+    return model, data
+
+
+DPHMC = dict(tau_l=0.5, tau_g=0.5, clip=3.0, grad_clip=1.0, step_size=0.05, leapfrog_steps=4)
+
+
+def dphmc_run(model, data, iters=64, chains=3, key=0, **extra):
+    spec = ALGORITHMS["dp-hmc"]
+    kernel = spec.build(model, data, spec.prepare({**DPHMC, **extra}, model, data.shape[0]))
+    return run_chains(kernel, jnp.zeros((chains, model.dim)), jax.random.key(key), iters,
+                      progress=False)
+
+
+def test_dp_hmc_step_sizes_are_data_independent_and_in_range():
+    model_a, data_a = make(0)
+    model_b, data_b = make(1, temperature=0.3)
+    pos_a, info_a = dphmc_run(model_a, data_a)
+    pos_b, info_b = dphmc_run(model_b, data_b)
+    assert not np.allclose(np.asarray(pos_a), np.asarray(pos_b))  # different data, other chains
+    steps = np.asarray(info_a.step_size)
+    np.testing.assert_array_equal(steps, np.asarray(info_b.step_size))
+    assert np.all((steps > 0) & (steps < DPHMC["step_size"]))
+    # Each chain has its own scrambling, stratified over its first 64 iterations.
+    assert len({tuple(s) for s in steps}) == steps.shape[0]
+    for s in steps:
+        cells = np.floor(s / DPHMC["step_size"] * 64).astype(int)
+        np.testing.assert_array_equal(np.sort(cells), np.arange(64))
+
+
+def test_jitter_off_gives_constant_step_size():
+    model, data = make(0)
+    _, info = dphmc_run(model, data, iters=5, jitter=False)
+    np.testing.assert_array_equal(np.asarray(info.step_size), DPHMC["step_size"])
+
+
+def test_dp_hmc_releases_L_plus_1_gradients_per_iteration():
+    # With a clip bound far below every per-example gradient norm, each release clips all n
+    # gradients, so grad_clip_fraction = (#releases · n) / ((L+1) · n) = 1 exactly iff each
+    # iteration makes L+1 gradient releases (k(L+1) in total, as the accountant charges).
+    model, data = make(2)
+    _, info = dphmc_run(model, data, iters=6, grad_clip=1e-9)
+    np.testing.assert_array_equal(np.asarray(info.grad_clip_fraction), 1.0)

@@ -1,0 +1,122 @@
+"""The algorithm registry: validation before any data is touched, defaults, accounting params."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS, AlgorithmSpec, HMCInfo, Info, Kernel
+
+MODEL = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: 0.0, 3)
+N = 100
+
+VALID = {
+    "rwmh": dict(proposal_std=0.1),
+    "hmc": dict(step_size=0.1),
+    "dp-penalty": dict(tau=0.3, clip=2.0, proposal_std=[0.1, 0.2, 0.3]),
+    "dp-hmc": dict(tau_l=0.3, tau_g=0.5, clip=2.0, grad_clip=1.0, step_size=0.01),
+}
+
+
+def test_registry_entries():
+    assert set(ALGORITHMS) >= {"rwmh", "hmc", "dp-penalty", "dp-hmc"}
+    for name, spec in ALGORITHMS.items():
+        assert isinstance(spec, AlgorithmSpec)
+        assert spec.name == name
+    assert not ALGORITHMS["rwmh"].private and not ALGORITHMS["hmc"].private
+    assert ALGORITHMS["dp-penalty"].private and ALGORITHMS["dp-hmc"].private
+
+
+def test_defaults_are_filled():
+    p = ALGORITHMS["dp-penalty"].prepare(dict(VALID["dp-penalty"]), MODEL, N)
+    assert p["mode"] == "random-walk"
+    assert p["proposal_std"] == (0.1, 0.2, 0.3)
+    p = ALGORITHMS["dp-hmc"].prepare(dict(VALID["dp-hmc"]), MODEL, N)
+    assert p["leapfrog_steps"] == 10 and p["mass"] == (1.0, 1.0, 1.0) and p["jitter"] is True
+    p = ALGORITHMS["hmc"].prepare(dict(VALID["hmc"]), MODEL, N)
+    assert p["clip"] is None and p["leapfrog_steps"] == 10
+    p = ALGORITHMS["rwmh"].prepare(dict(VALID["rwmh"]), MODEL, N)
+    assert p["proposal_std"] == (0.1, 0.1, 0.1) and p["clip"] is None
+
+
+def test_accounting_params():
+    acc = {name: spec.accounting_params(spec.prepare(dict(VALID[name]), MODEL, N))
+           for name, spec in ALGORITHMS.items() if name in VALID}
+    assert acc["rwmh"] == {} and acc["hmc"] == {}
+    assert acc["dp-penalty"] == {"tau": 0.3}
+    assert acc["dp-hmc"] == {"tau_l": 0.3, "tau_g": 0.5, "leapfrog_steps": 10}
+
+
+def test_accounting_params_are_accepted_by_the_accountant():
+    accounting = pytest.importorskip("dpmcmc.accounting")
+    releases = getattr(accounting, "releases", None)
+    if releases is None:
+        pytest.skip("dpmcmc.accounting.releases not available")
+    for name in ("dp-penalty", "dp-hmc"):
+        spec = ALGORITHMS[name]
+        rels = releases(name, N, **spec.accounting_params(spec.prepare(dict(VALID[name]), MODEL, N)))
+        assert len(rels) >= 1
+
+
+@pytest.mark.parametrize("name,bad,match,exc", [
+    ("dp-penalty", dict(clip=0.0), "clip", ValueError),
+    ("dp-penalty", dict(clip=-1.0), "clip", ValueError),
+    ("dp-penalty", dict(tau=0), "tau", ValueError),
+    ("dp-penalty", dict(tau=float("nan")), "tau", ValueError),
+    ("dp-penalty", dict(tau="big"), "tau", TypeError),
+    ("dp-penalty", dict(proposal_std=[0.1, 0.2]), "proposal_std", ValueError),
+    ("dp-penalty", dict(proposal_std=[0.1, -0.2, 0.3]), "proposal_std", ValueError),
+    ("dp-penalty", dict(mode="sideways"), "mode", ValueError),
+    ("dp-penalty", dict(step_size=0.1), "step_size", ValueError),
+    ("dp-hmc", dict(step_size=0.0), "step_size", ValueError),
+    ("dp-hmc", dict(grad_clip=-2.0), "grad_clip", ValueError),
+    ("dp-hmc", dict(tau_g=0.0), "tau_g", ValueError),
+    ("dp-hmc", dict(tau_l=-1.0), "tau_l", ValueError),
+    ("dp-hmc", dict(mass=[1.0, 2.0]), "mass", ValueError),
+    ("dp-hmc", dict(mass=0.0), "mass", ValueError),
+    ("dp-hmc", dict(leapfrog_steps=0), "leapfrog_steps", ValueError),
+    ("dp-hmc", dict(leapfrog_steps=2.5), "leapfrog_steps", TypeError),
+    ("dp-hmc", dict(grad_method="sideways"), "grad_method", ValueError),
+    ("dp-hmc", dict(tau=0.3), "tau", ValueError),
+    ("hmc", dict(step_size=-0.1), "step_size", ValueError),
+    ("hmc", dict(clip=0.0), "clip", ValueError),
+    ("hmc", dict(jitter="yes"), "jitter", TypeError),
+    ("hmc", dict(mass=[1.0, 1.0, 1.0, 1.0]), "mass", ValueError),
+    ("rwmh", dict(proposal_std=0.0), "proposal_std", ValueError),
+    ("rwmh", dict(block_size=0), "block_size", ValueError),
+    ("rwmh", dict(tau=1.0), "tau", ValueError),
+])
+def test_bad_parameters_raise_naming_the_argument(name, bad, match, exc):
+    params = {**VALID[name], **bad}
+    with pytest.raises(exc, match=match):
+        ALGORITHMS[name].prepare(params, MODEL, N)
+
+
+@pytest.mark.parametrize("name,missing", [("dp-penalty", "tau"), ("dp-penalty", "clip"),
+                                          ("dp-hmc", "grad_clip"), ("hmc", "step_size"),
+                                          ("rwmh", "proposal_std")])
+def test_missing_required_parameter(name, missing):
+    params = {k: v for k, v in VALID[name].items() if k != missing}
+    with pytest.raises(ValueError, match=missing):
+        ALGORITHMS[name].prepare(params, MODEL, N)
+
+
+def test_bad_n():
+    with pytest.raises(ValueError, match="n"):
+        ALGORITHMS["dp-penalty"].prepare(dict(VALID["dp-penalty"]), MODEL, 0)
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_build_gives_a_kernel_with_the_contract(name):
+    import jax
+
+    spec = ALGORITHMS[name]
+    data = np.random.default_rng(0).normal(size=(N, 3))
+    kernel = spec.build(MODEL, data, spec.prepare(dict(VALID[name]), MODEL, N))
+    assert isinstance(kernel, Kernel)
+    state = kernel.init(jnp.zeros(3))
+    assert state.position.shape == (3,)
+    new_state, info = jax.jit(kernel.step)(jax.random.key(0), state)
+    assert isinstance(info, (Info, HMCInfo))
+    assert info.accepted.dtype == bool and info.diverged.dtype == bool
+    assert 0.0 <= float(info.clip_fraction) <= 1.0
+    assert jax.tree.structure(new_state) == jax.tree.structure(state)
