@@ -86,6 +86,7 @@ def sample(
     theta0: Any = None,
     iterations: Optional[int] = None,
     accountant: Optional[str] = None,
+    relation: str = "substitute",
     progress: bool = True,
     **params: Any,
 ) -> Result:
@@ -119,6 +120,11 @@ def sample(
     accountant : {"pld", "zcdp", "rdp"}, optional
         Which accountant turns the releases into (ε, δ). Default: the tightest one that
         applies to ``algorithm`` ("pld" where it applies; "rdp" for DP Barker).
+    relation : str, default "substitute"
+        Neighbouring relation of the guarantee: replace one record. ``"substitute-legacy"``
+        reproduces the papers' accounting of subsampled samplers, whose pair is NOT a valid
+        bound for fixed-size batches (see ``dpmcmc.accounting.pld``); never use it for a real
+        release.
     progress : bool, default True
         Show a progress bar with the iteration count only.
     **params
@@ -167,10 +173,12 @@ def sample(
                 raise ValueError("give epsilon (the budget sets the run length) or iterations")
             epsilon = check_positive("epsilon", epsilon)
             iterations = accounting.max_iterations(
-                algorithm, epsilon, delta, n, chains=chains, accountant=accountant, **acct_params
+                algorithm, epsilon, delta, n, chains=chains, accountant=accountant,
+                relation=relation, **acct_params
             )
         report = accounting.spent(
-            algorithm, iterations, delta, n, chains=chains, accountant=accountant, **acct_params
+            algorithm, iterations, delta, n, chains=chains, accountant=accountant,
+            relation=relation, **acct_params
         )
         if epsilon is not None:
             epsilon = check_positive("epsilon", epsilon)
