@@ -37,7 +37,7 @@ from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
 
-__all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose"]
+__all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose", "update_direction"]
 
 MODES = ("random-walk", "one-component", "guided-walk")
 
@@ -73,6 +73,17 @@ def propose(key: Array, theta: Array, direction: Array, proposal_std: Array, mod
     else:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return theta.at[i].add(move), i
+
+
+def update_direction(direction: Array, component: Array, accepted: Array, mode: str) -> Array:
+    """Guided walk: keep ``direction[component]`` after an acceptance, reverse it after a rejection.
+
+    The identity for the other modes. Shared by every sampler that uses :func:`propose`.
+    """
+    if mode != "guided-walk":
+        return direction
+    flip = jnp.where(accepted, 1.0, -1.0).astype(direction.dtype)
+    return direction.at[component].multiply(flip)
 
 
 def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
@@ -125,9 +136,7 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
                                        correction=_correction)
         diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
         accepted = accepted & ~diverged
-        direction = state.direction
-        if mode == "guided-walk":
-            direction = direction.at[i].multiply(jnp.where(accepted, 1.0, -1.0).astype(direction.dtype))
+        direction = update_direction(state.direction, i, accepted, mode)
         new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
         info = Info(accepted, rel.clip_count.astype(theta.dtype) / n, diverged)
         if _audit:

@@ -1,0 +1,37 @@
+"""Empirical privacy audit: does a sampler leak more than its accountant claims?
+
+- :func:`audit` — run a private sampler many times on worst-case neighbouring data sets and
+  turn a distinguishing test into a lower bound on ε (Clopper–Pearson, stated confidence).
+- :class:`AuditResult` — claimed ε, audited lower bounds (released statistics and final draws),
+  rates and intervals, ``flagged``.
+- :data:`AUDITS` — one :class:`AuditEntry` per audited algorithm (the worst-case design, the
+  kernel with its audit tap, and the test statistics).
+- :func:`clopper_pearson`, :func:`epsilon_lower_bound` — the statistics, reusable.
+
+See docs/audit.md for the method, the measured table and how to add an algorithm.
+"""
+from dpmcmc.audit._core import DEFAULTS, STATISTICS, AuditResult, audit
+from dpmcmc.audit._designs import AUDITS, AuditDesign, AuditEntry, far_row_design
+from dpmcmc.audit._stats import (
+    AuditOutcome,
+    clopper_pearson,
+    epsilon_lower_bound,
+    evaluate_threshold,
+    select_threshold,
+)
+
+__all__ = [
+    "audit",
+    "AuditResult",
+    "AUDITS",
+    "AuditEntry",
+    "AuditDesign",
+    "far_row_design",
+    "AuditOutcome",
+    "clopper_pearson",
+    "epsilon_lower_bound",
+    "select_threshold",
+    "evaluate_threshold",
+    "DEFAULTS",
+    "STATISTICS",
+]
