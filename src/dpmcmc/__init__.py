@@ -18,6 +18,9 @@ from . import accounting  # noqa: F401  (no JAX import)
 
 _LAZY = {
     "sample": ("dpmcmc.api", "sample"),
+    "load": ("dpmcmc.result", "load"),
+    "ResultFileError": ("dpmcmc.result", "ResultFileError"),
+    "CheckpointError": ("dpmcmc._checkpoint", "CheckpointError"),
     "Model": ("dpmcmc.models.base", "Model"),
     "Result": ("dpmcmc.result", "Result"),
     "NonPrivateDiagnostics": ("dpmcmc.result", "NonPrivateDiagnostics"),
@@ -35,6 +38,6 @@ def __getattr__(name: str):
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
-    if name in ("models", "samplers", "diagnostics", "experiments", "audit"):
+    if name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure"):
         return importlib.import_module(f"dpmcmc.{name}")
     raise AttributeError(f"module 'dpmcmc' has no attribute {name!r}")

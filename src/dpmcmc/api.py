@@ -6,19 +6,25 @@ anything computed on the data.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import math
+import os
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import accounting
+from ._checkpoint import CheckpointError, data_digest, jsonable, read_checkpoint, write_checkpoint
 from ._keys import resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
 from .models.base import Model
 from .result import NonPrivateDiagnostics, Result
 
-__all__ = ["sample", "validate_data"]
+__all__ = ["sample", "validate_data", "CheckpointError"]
+
+# With a checkpoint and no checkpoint_every, the run is saved about this many times.
+DEFAULT_CHECKPOINTS = 20
 
 
 def validate_data(data: Any) -> np.ndarray:
@@ -88,6 +94,11 @@ def sample(
     accountant: Optional[str] = None,
     relation: str = "substitute",
     progress: bool = True,
+    secure: Any = False,
+    checkpoint: Any = None,
+    checkpoint_every: Optional[int] = None,
+    mesh: Any = None,
+    _on_chunk: Optional[Callable[[Any], None]] = None,
     **params: Any,
 ) -> Result:
     """Draw posterior samples of ``model`` given ``data`` under an (ε, δ) budget.
@@ -109,9 +120,10 @@ def sample(
     chains : int, default 4
         Number of chains; each touches the data, so they compose.
     key : JAX PRNG key, optional
-        ``None`` (default) draws a key from OS entropy. Passing a key makes the run
-        reproducible; a published key voids the privacy guarantee, since anyone holding it can
-        regenerate and subtract the noise.
+        ``None`` (default) draws a key from OS entropy (``secrets``); there is no fixed default
+        seed. Passing a key makes the run reproducible; a published key (or seed) voids the
+        privacy guarantee, since anyone holding it can regenerate and subtract the noise — unless
+        ``secure`` is on, where the noise does not depend on it.
     theta0 : array_like, shape (dim,) or (chains, dim), optional
         Starting points. Default: independent draws from the prior (``model.sample_prior``), or
         zeros when the model cannot draw from its prior — both data-independent.
@@ -127,6 +139,36 @@ def sample(
         release.
     progress : bool, default True
         Show a progress bar with the iteration count only.
+    secure : bool or dpmcmc.secure.SecureKey, default False
+        Secure mode: every privacy-noise draw comes from ChaCha20 (RFC 8439), a cryptographically
+        secure generator, keyed by a secret 256-bit key drawn from OS entropy once per run and
+        never derived from ``key``; the JAX key then drives only the proposals and accept tests,
+        so even a published ``key`` does not reveal the noise. A ``SecureKey``
+        (``dpmcmc.secure.secure_key(seed)``) instead of ``True`` makes the noise reproducible
+        (for tests; as secret as the data). Costs extra time per noise draw (see
+        ``benchmarks/bench_secure_mode.py``). Floating-point noise stays floating point: see
+        ``docs/secure_randomness.md`` for what that leaves open.
+    checkpoint : path-like, optional
+        Save the run after each compiled chunk to this file and, if it already exists, resume
+        from it. A resumed call must repeat the arguments of the first (same model name and
+        dimension, data, algorithm, parameters, budget, chains, theta0, secure); it reuses the
+        run's key, planned length and privacy report — accounting is not redone and no budget is
+        spent twice — and returns exactly the draws of the uninterrupted run. A finished
+        checkpoint returns its result again without running. THE FILE CONTAINS THE PRNG KEY (and
+        the secure-mode secret) AND NON-PRIVATE DIAGNOSTICS: it is as secret as the data; it is
+        written atomically with permissions 0o600; delete it once the result is saved.
+    checkpoint_every : int, optional
+        Iterations per chunk between checkpoints; default ``ceil(iterations / 20)``. The draws do
+        not depend on it.
+    mesh : jax.sharding.Mesh, optional
+        Split the data rows over the devices of this one-axis mesh (e.g.
+        ``dpmcmc.samplers._sharding.data_mesh()``); sums become cross-device reductions and the
+        noise is still drawn once on the reduced value. Full-data algorithms only ("rwmh",
+        "hmc", "dp-penalty", "dp-hmc"). The draws equal the unsharded ones up to the rounding of
+        the reordered sums. See docs/scaling.md (multi-host use via ``jax.distributed``).
+    _on_chunk : callable, optional
+        Testing hook, called with the driver's ``RunProgress`` after each chunk (after the
+        checkpoint is written). Not for real runs.
     **params
         Sampler parameters; see ``dpmcmc.samplers.ALGORITHMS[algorithm]``. "dp-penalty": ``tau``,
         ``clip``, ``proposal_std``, ``mode``; "dp-hmc": ``tau_l``, ``tau_g``, ``clip``,
@@ -143,6 +185,8 @@ def sample(
     ------
     ValueError, TypeError
         For any invalid argument, naming it, before any noise is drawn.
+    CheckpointError
+        (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
     from .samplers import ALGORITHMS
     from .samplers._driver import run_chains
@@ -154,21 +198,54 @@ def sample(
         raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
     spec = ALGORITHMS[algorithm]
     chains = check_int("chains", chains, minimum=1)
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    secure_key = _validate_secure(secure)
+    ckpt_path = _validate_checkpoint_path(checkpoint)
+    if checkpoint_every is not None:
+        if ckpt_path is None:
+            raise ValueError("checkpoint_every needs checkpoint (a file path)")
+        checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1)
     data_arr = validate_data(data)
     n = int(data_arr.shape[0])
     if iterations is not None:
         iterations = check_int("iterations", iterations, minimum=1)
     prepared = spec.prepare(dict(params), model, n)
+    if mesh is not None:
+        from .samplers._sharding import check_mesh
+
+        check_mesh(mesh, algorithm)
+
+    if epsilon is not None:
+        epsilon = check_positive("epsilon", epsilon)
+    if delta is not None:
+        delta = check_probability("delta", delta)
+    theta0_given = None if theta0 is None else _validate_theta0(theta0, chains, model.dim)
+    user_key = None if key is None else resolve_key(key)
+
+    saved = fingerprint = None
+    if ckpt_path is not None:
+        # The caller's arguments as given (before defaults are resolved), so a resumed call is
+        # compared with the first one on exactly what the user controls.
+        fingerprint = _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta,
+                                   iterations, accountant, relation, theta0_given,
+                                   secure_key is not None)
+        if os.path.exists(ckpt_path):
+            saved = _load_checkpoint(ckpt_path, fingerprint, model, chains)
 
     report = None
     if spec.private:
         if delta is None:
             raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
-        delta = check_probability("delta", delta)
         acct_params = spec.accounting_params(prepared)
         if accountant is None:
             accountant = accounting.supported_accountants(algorithm)[0]
-        if iterations is None:
+        if saved is not None:
+            # Resuming: the run was accounted when it started; taking its length and report from
+            # the checkpoint spends nothing again.
+            iterations = saved["planned"]
+            report = saved["report"]
+        elif iterations is None:
             if epsilon is None:
                 raise ValueError("give epsilon (the budget sets the run length) or iterations")
             epsilon = check_positive("epsilon", epsilon)
@@ -176,12 +253,12 @@ def sample(
                 algorithm, epsilon, delta, n, chains=chains, accountant=accountant,
                 relation=relation, **acct_params
             )
-        report = accounting.spent(
-            algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-            relation=relation, **acct_params
-        )
+        if report is None:
+            report = accounting.spent(
+                algorithm, iterations, delta, n, chains=chains, accountant=accountant,
+                relation=relation, **acct_params
+            )
         if epsilon is not None:
-            epsilon = check_positive("epsilon", epsilon)
             if report.epsilon > epsilon * (1 + 1e-12):
                 raise ValueError(
                     f"iterations={iterations} per chain with chains={chains} spends ε={report.epsilon:.6g} "
@@ -194,17 +271,55 @@ def sample(
             )
         if iterations is None:
             raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
+        if saved is not None:
+            iterations = saved["planned"]
 
-    key = resolve_key(key)
-    init_key, run_key = jax.random.split(key)
-    theta0_arr = (
-        _default_theta0(model, init_key, chains) if theta0 is None else _validate_theta0(theta0, chains, model.dim)
-    )
-    _check_start(model, data_arr, theta0_arr)
+    if saved is not None:
+        key = _same_secret("key", user_key, saved["key"], ckpt_path)
+        secret = None
+        if secure_key is not None:
+            given = None if isinstance(secure_key, str) else secure_key
+            secret = _same_secret("secure", given, saved["secret"], ckpt_path)
+        theta0_arr = saved["theta0"]
+    else:
+        key = resolve_key(user_key)
+        secret = None
+        if secure_key is not None:
+            # Drawn from OS entropy for this run alone, never from ``key``.
+            from .secure import secure_key_from_os
+
+            secret = (secure_key_from_os() if isinstance(secure_key, str) else secure_key).words
+        init_key = jax.random.split(key)[0]
+        theta0_arr = _default_theta0(model, init_key, chains) if theta0_given is None else theta0_given
+        _check_start(model, data_arr, theta0_arr)
+    run_key = jax.random.split(key)[1]
 
     # --- the run ----------------------------------------------------------------------------
-    kernel = spec.build(model, jnp.asarray(data_arr), prepared)
-    positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations, progress=progress)
+    kernel_data = jnp.asarray(data_arr)
+    if mesh is not None:
+        from .samplers._sharding import shard_data
+
+        kernel_data = shard_data(kernel_data, mesh, model=model, block_size=prepared.get("block_size"),
+                                 grad_dtype=prepared.get("grad_dtype"))
+    kernel = spec.build(model, kernel_data, prepared)
+    chunk_size = None
+    on_chunk = _on_chunk
+    if ckpt_path is not None:
+        chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
+        saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
+        if saved is None:
+            # Saved before the first noise draw: an interruption during the first chunk resumes
+            # with this key and report instead of starting (and spending) a second run.
+            saver.write_start(kernel, theta0_arr)
+
+        def on_chunk(progress_so_far):
+            saver.write(progress_so_far)
+            if _on_chunk is not None:
+                _on_chunk(progress_so_far)
+    positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
+                                  progress=progress, chunk_size=chunk_size, secure_secret=secret,
+                                  resume=None if saved is None else saved["progress"],
+                                  on_chunk=on_chunk)
 
     diagnostics = NonPrivateDiagnostics(
         acceptance_rate=np.asarray(jnp.mean(infos.accepted.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32), axis=1)),
@@ -218,7 +333,145 @@ def sample(
         algorithm=algorithm,
         params=prepared,
         model_name=model.name,
+        secure=secret is not None,
     )
+
+
+# ------------------------------------------------------------------------------ secure mode
+
+def _validate_secure(secure: Any):
+    """``None`` (off), ``"os"`` (a secret from OS entropy) or the user's SecureKey."""
+    if isinstance(secure, (bool, np.bool_)):
+        return "os" if secure else None
+    from .secure import SecureKey, resolve_secure_key
+
+    if isinstance(secure, SecureKey):
+        return resolve_secure_key(secure)  # checks it is a single 256-bit key
+    raise TypeError(
+        f"secure must be True, False or a dpmcmc.secure.SecureKey, got {type(secure).__name__}"
+    )
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+def _validate_checkpoint_path(checkpoint: Any) -> Optional[str]:
+    if checkpoint is None:
+        return None
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        raise TypeError(f"checkpoint must be a file path, got {type(checkpoint).__name__}")
+    path = os.fspath(checkpoint)
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"checkpoint must be a non-empty file path, got {checkpoint!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"checkpoint must be a file path, got the directory {path!r}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"checkpoint: directory {directory!r} does not exist")
+    return path
+
+
+def _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta, iterations,
+                 accountant, relation, theta0, secure) -> dict:
+    return jsonable({
+        "algorithm": algorithm,
+        "params": prepared,
+        "chains": chains,
+        "data": data_digest(data_arr),
+        "data_shape": list(data_arr.shape),
+        "model_name": model.name,
+        "model_dim": model.dim,
+        "temperature": float(model.temperature),
+        "epsilon": epsilon,
+        "delta": delta,
+        "iterations": iterations,
+        "accountant": accountant,
+        "relation": relation,
+        "theta0": None if theta0 is None else data_digest(np.asarray(theta0, np.float64)),
+        "secure": bool(secure),
+    })
+
+
+def _load_checkpoint(path: str, fingerprint: dict, model: Model, chains: int) -> dict:
+    """Read ``path`` and check it belongs to this call; return what the run needs to resume."""
+    from .accounting import PrivacyReport
+    from .samplers._driver import RunProgress
+
+    meta, arrays = read_checkpoint(path)
+    try:
+        stored = meta["fingerprint"]
+        diff = sorted(k for k in set(stored) | set(fingerprint) if stored.get(k) != fingerprint.get(k))
+        if diff:
+            raise CheckpointError(
+                f"checkpoint {path!r} belongs to a different run: {', '.join(diff)} differ from the "
+                "call that wrote it; repeat that call's arguments to resume, or use another path"
+            )
+        n_state, n_info, done, planned = (int(meta[k]) for k in ("n_state", "n_info", "done", "planned"))
+        key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]), impl=meta["key_impl"])
+        report = None if meta["report"] is None else PrivacyReport.from_json(meta["report"])
+        theta0 = np.asarray(arrays["theta0"])
+        if theta0.shape != (chains, model.dim) or not 0 <= done <= planned:
+            raise ValueError("inconsistent shapes or counts")
+        progress = RunProgress([arrays[f"state_{i}"] for i in range(n_state)], arrays["positions"],
+                               [arrays[f"info_{i}"] for i in range(n_info)], done)
+        secret = jnp.asarray(arrays["secret"]) if "secret" in arrays else None
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path!r} is corrupted or incomplete ({type(exc).__name__}: "
+                              f"{exc})") from None
+    return {"fingerprint": stored, "key": key, "secret": secret, "theta0": theta0, "planned": planned,
+            "report": report, "progress": progress}
+
+
+def _same_secret(name: str, given: Any, stored: Any, path: str):
+    """The stored key, after checking a key given again is the same one."""
+    if stored is None:
+        raise CheckpointError(f"checkpoint {path!r} holds no {name} key")
+    if given is None:
+        return stored
+    given_words = np.asarray(jax.random.key_data(given) if name == "key" else given.words)
+    stored_words = np.asarray(jax.random.key_data(stored) if name == "key" else stored)
+    if given_words.shape != stored_words.shape or not np.array_equal(given_words, stored_words):
+        raise CheckpointError(
+            f"checkpoint {path!r} belongs to a different run: {name} differs from the key it was "
+            f"started with (pass the same {name}, or {'None' if name == 'key' else 'True'} to reuse "
+            "the stored one)"
+        )
+    return stored
+
+
+class _CheckpointWriter:
+    """Writes the run's checkpoint (atomic, 0o600) at the start and after every chunk."""
+
+    def __init__(self, path, fingerprint, key, secret, theta0, planned, report):
+        self.path = path
+        self.meta = {
+            "fingerprint": fingerprint,
+            "planned": int(planned),
+            "key_impl": str(jax.random.key_impl(key)),
+            "report": None if report is None else report.to_json(),
+        }
+        self.fixed = {"key": np.asarray(jax.random.key_data(key)), "theta0": np.asarray(theta0)}
+        if secret is not None:
+            self.fixed["secret"] = np.asarray(secret)
+
+    def write_start(self, kernel, theta0):
+        from .samplers._driver import RunProgress
+
+        state = jax.jit(jax.vmap(kernel.init))(jnp.asarray(theta0, dtype=jnp.result_type(float)))
+        # The infos' structure is known only after a step; an empty checkpoint stores none and
+        # the driver rebuilds empty infos from the kernel when it resumes at iteration 0.
+        self.write(RunProgress(state, np.zeros((theta0.shape[0], 0, theta0.shape[1])), None, 0))
+
+    def write(self, prog):
+        state = [np.asarray(a) for a in jax.tree.leaves(prog.state)]
+        infos = [] if prog.infos is None else [np.asarray(a) for a in jax.tree.leaves(prog.infos)]
+        arrays = dict(self.fixed)
+        arrays["positions"] = np.asarray(prog.positions)
+        arrays.update({f"state_{i}": a for i, a in enumerate(state)})
+        arrays.update({f"info_{i}": a for i, a in enumerate(infos)})
+        meta = dict(self.meta, done=int(prog.done), n_state=len(state), n_info=len(infos))
+        write_checkpoint(self.path, meta, arrays)
 
 
 def _check_start(model: Model, data: np.ndarray, theta0: np.ndarray) -> None:

@@ -4,43 +4,102 @@ Iterations are a ``lax.scan`` inside ``jit``, chains a ``vmap``; the Python loop
 chunks of iterations only, so a progress bar can be updated between compiled chunks. The key of
 iteration ``t`` of chain ``c`` is ``fold_in(split(key, chains)[c], t)``: the draws do not depend
 on the chunk size.
+
+Two additions serve :func:`dpmcmc.sample`: a run can start from a saved point
+(``resume``, a :class:`RunProgress`) and report its progress after every compiled chunk
+(``on_chunk``), which is how checkpointing works; since the draws depend only on the key, the
+iteration index and the carried state, a resumed run yields exactly the draws of an uninterrupted
+one. In secure mode (``secure_secret``) the privacy noise of every step is drawn from ChaCha20
+keyed by the secret (see :mod:`dpmcmc.samplers._mechanisms`).
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
-from typing import Any, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._types import Kernel
 
 Array = Any
 
-__all__ = ["run_chains", "DEFAULT_PROGRESS_CHUNKS"]
+__all__ = ["run_chains", "RunProgress", "DEFAULT_PROGRESS_CHUNKS"]
+
+
+class RunProgress(NamedTuple):
+    """Where a run stands after ``done`` iterations per chain.
+
+    Attributes
+    ----------
+    state : pytree
+        The kernel state of every chain (leading axis ``chains``), as returned by the last step.
+        For ``resume``, either that pytree or the list of its leaves (``jax.tree.leaves`` order).
+    positions : array (chains, done, dim)
+        The draws so far.
+    infos : Info pytree or list of leaves
+        Per-iteration diagnostics so far, leading axes ``(chains, done)``. NOT private.
+    done : int
+        Iterations completed per chain.
+    """
+
+    state: Any
+    positions: Any
+    infos: Any
+    done: int
 
 # With a progress bar the run is cut into about this many chunks.
 DEFAULT_PROGRESS_CHUNKS = 20
 
 
-def _make_chunk_runner(kernel: Kernel, length: int, state, chain_keys):
+def _make_chunk_runner(kernel: Kernel, length: int, state, chain_keys, secure: bool = False):
     """One compiled function for every chunk of a run: ``length`` static, the bounds dynamic.
 
     Iterations ``t >= end`` (the tail of the last chunk) are skipped by a ``lax.cond`` whose
     predicate is shared by all chains, so XLA executes no step for them; their outputs are
     sliced away by the caller. A run therefore compiles exactly once, whatever its length.
+
+    With ``secure`` the compiled function takes the secret ChaCha20 key as its last argument
+    (never a constant of the program) and every step is traced inside
+    ``_mechanisms._secure_noise`` with its chain index and iteration installed.
+    Returns ``(run, info_shape)``.
     """
-    step_all = jax.vmap(kernel.step)
+    chains = chain_keys.shape[0]
+    chain_ids = jnp.arange(chains, dtype=jnp.uint32)
+
+    if secure:
+        def step_one(k, s, c, t):
+            with _mechanisms._noise_position(c, t):
+                return kernel.step(k, s)
+
+        def step_all(keys, s, t):
+            return jax.vmap(step_one, in_axes=(0, 0, 0, None))(keys, s, chain_ids, t)
+    else:
+        def step_all(keys, s, t):
+            return jax.vmap(kernel.step)(keys, s)
 
     def iteration_keys(keys, t):
         return jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
 
-    _, info_shape = jax.eval_shape(step_all, iteration_keys(chain_keys, 0), state)
+    def shape_of_info(secret):
+        ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
+        with ctx:
+            return step_all(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
 
-    def run(st, keys, start, end):
+    info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32))
+
+    def run(st, keys, start, end, secret):
+        ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
+        with ctx:
+            return _run(st, keys, start, end)
+
+    def _run(st, keys, start, end):
         def body(s, t):
             def do(s):
-                s, info = step_all(iteration_keys(keys, t), s)
+                s, info = step_all(iteration_keys(keys, t), s, t)
                 return s, (s.position, info)
 
             def skip(s):
@@ -54,11 +113,13 @@ def _make_chunk_runner(kernel: Kernel, length: int, state, chain_keys):
         # (length, chains, ...) -> (chains, length, ...)
         return st, (jnp.swapaxes(pos, 0, 1), jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), info))
 
-    return jax.jit(run)
+    return jax.jit(run), info_shape
 
 
 def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *,
-               progress: bool = True, chunk_size: Optional[int] = None):
+               progress: bool = True, chunk_size: Optional[int] = None,
+               secure_secret: Optional[Array] = None, resume: Optional[RunProgress] = None,
+               on_chunk: Optional[Callable[[RunProgress], None]] = None):
     """Run independent chains of ``kernel``.
 
     Parameters
@@ -77,6 +138,22 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
     chunk_size : int, optional
         Iterations per compiled chunk. Default: the whole run in one chunk without a progress bar,
         about ``num_iterations / 20`` with one. The draws do not depend on it.
+    secure_secret : uint32 array (8,), optional
+        Secure mode: the run's secret 256-bit ChaCha20 key. Every privacy-noise draw
+        (:func:`dpmcmc.samplers._mechanisms.noise_normal`) is then ChaCha20 output under this key
+        with the chain index, the iteration and the release's JAX key as public inputs. The
+        secret is an argument of the compiled program, never a constant in it. JAX's compilation
+        caches are cleared before and after a secure run, so no function traced in one mode is
+        reused in the other.
+    resume : RunProgress, optional
+        Continue a run that stopped after ``resume.done`` iterations (same kernel, ``theta0``,
+        ``key``, ``num_iterations`` and ``secure_secret``): iterations ``done, done+1, ...`` are
+        run from ``resume.state`` and appended to ``resume.positions``/``resume.infos``. The
+        result equals that of the uninterrupted run.
+    on_chunk : callable, optional
+        Called as ``on_chunk(RunProgress(state, positions, infos, done))`` with everything so far
+        (NumPy arrays) after each compiled chunk; used for checkpoints. An exception raised by it
+        stops the run.
 
     Returns
     -------
@@ -102,11 +179,69 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
           or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     chunk_size = min(int(chunk_size), num_iterations)
+    secure = secure_secret is not None
+    if secure:
+        secure_secret = jnp.asarray(secure_secret)
+        if secure_secret.shape != (8,) or secure_secret.dtype != jnp.uint32:
+            raise ValueError("secure_secret must be a uint32 array of shape (8,) (256 bits), got "
+                             f"{secure_secret.dtype}{list(secure_secret.shape)}")
+        # A function compiled in the other mode must not be reused, and none compiled here
+        # (with the secret's tracer inside) may outlive the run.
+        jax.clear_caches()
+    try:
+        return _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress,
+                           secure, secure_secret, resume, on_chunk)
+    finally:
+        if secure:
+            jax.clear_caches()
 
+
+def _restore(template, given, what):
+    """``given`` (pytree or list of leaves) as a pytree shaped like ``template``, checked."""
+    leaves_t, treedef = jax.tree.flatten(template)
+    leaves = given if isinstance(given, list) else jax.tree.leaves(given)
+    if len(leaves) != len(leaves_t):
+        raise ValueError(f"resume.{what} has {len(leaves)} arrays, the kernel's has {len(leaves_t)}")
+    out = []
+    for a, t in zip(leaves, leaves_t):
+        a = jnp.asarray(a)
+        if a.shape != t.shape or a.dtype != t.dtype:
+            raise ValueError(f"resume.{what}: array of {a.dtype}{list(a.shape)} where the kernel has "
+                             f"{t.dtype}{list(t.shape)}")
+        out.append(a)
+    return jax.tree.unflatten(treedef, out)
+
+
+def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress, secure,
+                secret, resume, on_chunk):
     chain_keys = jax.random.split(key, chains)
     state = jax.jit(jax.vmap(kernel.init))(theta0)
-    runner = _make_chunk_runner(kernel, chunk_size, state, chain_keys)
+    runner, info_shape = _make_chunk_runner(kernel, chunk_size, state, chain_keys, secure)
+    secret_arg = secret if secure else jnp.zeros(8, jnp.uint32)
     positions, infos = [], []
+    done = 0
+    if resume is not None:
+        done = int(resume.done)
+        if not 0 <= done <= num_iterations:
+            raise ValueError(f"resume.done must lie in [0, {num_iterations}], got {done}")
+        state = _restore(state, resume.state, "state")
+        if done > 0:  # at 0 there are no draws yet, and positions/infos are ignored
+            pos0 = jnp.asarray(resume.positions)
+            if pos0.shape != (chains, done, theta0.shape[1]) or pos0.dtype != theta0.dtype:
+                raise ValueError(f"resume.positions must be {theta0.dtype}"
+                                 f"{[chains, done, theta0.shape[1]]}, got {pos0.dtype}{list(pos0.shape)}")
+            info_template = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct((a.shape[0], done) + a.shape[1:], a.dtype), info_shape)
+            positions.append(pos0)
+            infos.append(_restore(info_template, resume.infos, "infos"))
+
+    def so_far():
+        if not positions:
+            empty = jax.tree.map(lambda a: np.zeros((a.shape[0], 0) + a.shape[1:], a.dtype), info_shape)
+            return np.zeros((chains, 0, theta0.shape[1]), theta0.dtype), empty
+        pos = np.concatenate([np.asarray(p) for p in positions], axis=1)
+        info = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1), *infos)
+        return pos, info
 
     bar = None
     if progress:
@@ -116,13 +251,12 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
                        TextColumn("iterations"), TimeElapsedColumn(), TimeRemainingColumn(),
                        transient=False)
         bar.start()
-        task = bar.add_task("sampling", total=num_iterations)
+        task = bar.add_task("sampling", total=num_iterations, completed=done)
     try:
-        done = 0
         while done < num_iterations:
             length = min(chunk_size, num_iterations - done)
             state, (pos, info) = runner(state, chain_keys, jnp.uint32(done),
-                                        jnp.uint32(done + length))
+                                        jnp.uint32(done + length), secret_arg)
             if length < chunk_size:
                 pos = pos[:, :length]
                 info = jax.tree.map(lambda a: a[:, :length], info)
@@ -132,6 +266,9 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
             if bar is not None:
                 jax.block_until_ready(pos)
                 bar.update(task, completed=done)
+            if on_chunk is not None:
+                pos_all, info_all = so_far()
+                on_chunk(RunProgress(jax.tree.map(np.asarray, state), pos_all, info_all, done))
     finally:
         if bar is not None:
             bar.stop()
