@@ -1,0 +1,189 @@
+"""DP-SGLD: stochastic gradient Langevin dynamics with a private minibatch gradient (000 §4.1).
+
+The baseline of 000 §4.1 (Li et al. 2019; Wang et al. 2015): a constant step size, no
+accept/reject step, a fresh minibatch every iteration.
+
+One iteration from θ, with T = ``model.temperature``, step size η, batch size b, n records:
+
+1. ``B`` — a uniformly random subset of ``b`` records, drawn without replacement
+   (:func:`dpmcmc.samplers._minibatch.sample_batch_indices`; data-independent).
+2. Release ``S̃ = Σ_{j∈B} clip_C(∇ℓ_j(θ)) + N(0, (s C)² I)`` through
+   :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism`, with ``C = grad_clip`` and
+   ``s = noise_multiplier``. In the accounting units (noise standard deviation ÷ per-example
+   bound; neighbouring batch sums differ by at most 2C under the substitute relation) this is
+   the subsampled Gaussian mechanism with σ = ``noise_multiplier`` and q = b/n, exactly what
+   ``accounting.max_iterations("dp-sgld", ..., noise_multiplier=s, batch_size=b)`` charges.
+3. Gradient estimate ``ĝ(θ) = T (n/b) S̃ + ∇ ln p(θ)`` (T multiplies the released value).
+4. Euler–Maruyama step of the Langevin diffusion ``dθ = ½ ∇ ln π(θ) dt + dW``::
+
+       θ' = θ + (η/2) ĝ(θ) + √η z,    z ~ N(0, I).
+
+The factor ½ matters: ``θ + η ĝ + √η z`` (the update of the papers' reference code) is the
+discretisation of ``dθ = ∇ ln π dt + dW``, whose stationary law is π², half the posterior
+variance on a Gaussian. For a Gaussian target of precision λ and exact gradients, the update
+here has stationary variance ``1/(λ(1 − ηλ/4))``: the discretisation error is ``ηλ/4``.
+
+The Langevin noise ``√η z`` is part of the dynamics, not privacy noise: it is not accounted
+(the guarantee rests on the Gaussian release of step 2 alone) and is drawn with
+``jax.random.normal``, not through the mechanism.
+
+Step size convention: ``step_size`` is η above, the step in θ-space. The papers' reference code
+takes a parameter ``eta`` and steps with ``eta / n``; its settings (banana: ``eta = 1``;
+10-d Gaussian: ``eta = 0.008``) correspond to ``step_size = eta / n`` here.
+
+A non-finite θ' (computed from released values and public quantities only) is discarded: the
+chain stays at θ and ``Info.diverged`` is set. Every iteration releases exactly one gradient
+sum, diverged or not, so the iteration count the accountant charges stays data-independent.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
+from dpmcmc.samplers._per_example import auto_block_size, clipped_grad_sum
+from dpmcmc.samplers._releases import Release
+from dpmcmc.samplers._types import Info, Kernel
+
+Array = Any
+
+__all__ = ["SGLDState", "build_dp_sgld", "release_batch_grad", "gradient_estimator"]
+
+
+class SGLDState(NamedTuple):
+    """The chain's position (dim,)."""
+
+    position: Array
+
+
+def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size: int,
+                       noise_multiplier: float, grad_clip: float, *, method: str = "auto",
+                       block_size: Optional[int] = None) -> tuple[Release, Array]:
+    """Draw a batch and release ``Σ_{j∈B} clip_C(∇ℓ_j(θ)) + N(0, (noise_multiplier·C)² I)``.
+
+    The only data access of DP-SGLD and DP-SGNHT: a fixed-size batch drawn without replacement,
+    per-example gradients clipped to L2 norm ``C = grad_clip``, and one Gaussian release.
+
+    Parameters
+    ----------
+    key : PRNG key
+        Split into the batch key and the noise key.
+    model : Model
+    data : array (n, ...)
+    theta : array (dim,)
+    batch_size : int
+        b (static), ``1 ≤ b ≤ n``.
+    noise_multiplier : float
+        Noise standard deviation over the per-example bound (σ of the accountant).
+    grad_clip : float
+        C, the per-example gradient norm bound.
+    method : {"auto", "forward", "reverse"}
+        Autodiff mode for the per-example gradients.
+    block_size : int, optional
+        Scan the batch in blocks of this many rows (see :mod:`dpmcmc.samplers._per_example`).
+
+    Returns
+    -------
+    release : Release
+        ``value`` the noisy UNTEMPERED batch sum (dim,), ``sigma = noise_multiplier · C``,
+        ``clip_count`` (NOT private) the number of batch gradients clipped.
+    indices : array (b,)
+        The batch (NOT private; for tests and the audit only).
+    """
+    n = data.shape[0]
+    k_batch, k_noise = jax.random.split(key)
+    idx = sample_batch_indices(k_batch, n, batch_size)
+    batch = batch_rows(data, idx)
+    dtype = jnp.result_type(theta, jnp.float32)
+    bound = jnp.asarray(grad_clip, dtype)
+    total, count = clipped_grad_sum(model, batch, theta, bound, method=method,
+                                    block_size=block_size)
+    sigma = jnp.asarray(noise_multiplier, dtype) * bound
+    return Release(gaussian_mechanism(k_noise, total, sigma), sigma, count), idx
+
+
+def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: float,
+                       grad_clip: float, *, method: str = "auto",
+                       block_size: Optional[int] = None):
+    """The private estimate ``ĝ(θ) = T (n/b) S̃ + ∇ ln p(θ)`` of ∇ ln π(θ) as a function.
+
+    Returns
+    -------
+    callable
+        ``grad(key, theta) -> (g_hat, release)`` with ``release`` the :class:`Release` of
+        :func:`release_batch_grad` (untempered).
+    """
+    n = data.shape[0]
+    scale = model.temperature * n / batch_size
+    prior_grad = jax.grad(model.log_prior)
+    block_size = auto_block_size(batch_size, block_size)
+
+    def grad(key, theta):
+        rel, _ = release_batch_grad(key, model, data, theta, batch_size, noise_multiplier,
+                                    grad_clip, method=method, block_size=block_size)
+        return scale * rel.value + prior_grad(theta), rel
+
+    return grad
+
+
+def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_multiplier: float,
+                  grad_clip: float, *, grad_method: str = "auto",
+                  block_size: Optional[int] = None, _audit: bool = False) -> Kernel:
+    """The DP-SGLD kernel (see the module docstring for the update).
+
+    Parameters
+    ----------
+    model : Model
+    data : array (n, ...)
+    step_size : float
+        η > 0, constant (the papers' ``eta`` divided by n).
+    batch_size : int
+        b, ``1 ≤ b ≤ n``: records per iteration, drawn without replacement.
+    noise_multiplier : float
+        Privacy noise standard deviation over ``grad_clip`` (the accountant's σ).
+    grad_clip : float
+        C > 0: per-example gradient norm bound.
+    grad_method : {"auto", "forward", "reverse"}
+        Autodiff mode for per-example gradients.
+    block_size : int, optional
+        Block size of the per-example pass over a batch (default: one pass unless the batch
+        exceeds 8192 rows on CPU).
+    _audit : bool
+        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
+        ``taps = {"grad_sum", "grad_sigma", "theta"}``: the released noisy untempered batch sum,
+        its noise standard deviation, and the query point. Never set it in a real run.
+
+    Returns
+    -------
+    Kernel
+        ``Info.accepted`` is always True (no accept/reject step); ``clip_fraction`` is the
+        fraction of the b batch gradients clipped; ``diverged`` marks a discarded non-finite
+        update.
+    """
+    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
+                              method=grad_method, block_size=block_size)
+
+    def init(theta):
+        return SGLDState(jnp.asarray(theta))
+
+    def step(key, state):
+        k_grad, k_lang = jax.random.split(key)
+        theta = state.position
+        dtype = theta.dtype
+        eta = jnp.asarray(step_size, dtype)
+        g, rel = grad(k_grad, theta)
+        # Dynamics noise of the Langevin step (not privacy noise: not accounted).
+        z = jax.random.normal(k_lang, theta.shape, dtype)
+        theta_new = theta + 0.5 * eta * g + jnp.sqrt(eta) * z
+        finite = jnp.all(jnp.isfinite(theta_new))
+        new_state = SGLDState(jnp.where(finite, theta_new, theta))
+        info = Info(jnp.asarray(True), rel.clip_count.astype(dtype) / batch_size, ~finite)
+        if _audit:
+            return new_state, (info, {"grad_sum": rel.value, "grad_sigma": rel.sigma,
+                                      "theta": theta})
+        return new_state, info
+
+    return Kernel(init, step)
