@@ -10,9 +10,13 @@ from dpmcmc.samplers._driver import run_chains
 from dpmcmc.samplers._mechanisms import gaussian_mechanism, noise_std, release_mu, sensitivity
 from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
 from dpmcmc.samplers._types import HMCInfo, Info, Kernel
+from dpmcmc.samplers.barker import build_dp_barker
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
+from dpmcmc.samplers.dp_sgld import build_dp_sgld
+from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
 from dpmcmc.samplers.hmc import build_hmc
+from dpmcmc.samplers.minibatch_penalty import build_minibatch_penalty
 from dpmcmc.samplers.rwmh import build_rwmh
 
 __all__ = [
@@ -30,4 +34,8 @@ __all__ = [
     "build_hmc",
     "build_dp_penalty",
     "build_dp_hmc",
+    "build_dp_barker",
+    "build_minibatch_penalty",
+    "build_dp_sgld",
+    "build_dp_sgnht",
 ]

@@ -15,7 +15,21 @@ Parameters of each algorithm (``prepare`` fills the defaults shown; "required" o
 ``"dp-hmc"``
     ``tau_l``, ``tau_g``, ``clip`` (b_l), ``grad_clip`` (b_g), ``step_size`` (all required,
     > 0), ``leapfrog_steps`` (10), ``mass`` (1.0), ``jitter`` (True), ``grad_method`` ("auto";
-    or "forward", "reverse"), ``block_size`` (None).
+    or "reverse", "forward", "vmap"), ``grad_dtype`` ("float32": dtype of the per-example
+    gradient passes; or "float64"), ``block_size`` (None).
+
+``"dp-barker"``
+    ``batch_size`` (required, 11 ≤ b ≤ n), ``proposal_std`` (required), ``n0`` (None:
+    ``model.temperature * n``; tempering T = n0/n, clip bound √b/n0), ``mode`` ("random-walk").
+``"minibatch-penalty"``
+    ``tau``, ``batch_size`` (1 ≤ b ≤ n), ``clip`` (L), ``proposal_std`` (all required), ``mode``
+    ("random-walk").
+
+``"dp-sgld"``
+    ``step_size`` (η), ``batch_size`` (1 ≤ b ≤ n), ``noise_multiplier``, ``grad_clip`` (all
+    required, > 0), ``grad_method`` ("auto"), ``block_size`` (None).
+``"dp-sgnht"``
+    As ``"dp-sgld"``, plus ``friction`` (A of Ding et al., 1.0).
 
 ``block_size`` scans the data in blocks of that many rows in every per-example pass (bounds
 memory for large n); it does not change the result beyond float rounding. ``None`` picks
@@ -31,16 +45,23 @@ from typing import Any, Callable, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from dpmcmc.samplers._per_example import PreparedData
 from dpmcmc.samplers._types import Kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
+from dpmcmc.samplers.barker import MIN_BATCH_SIZE as _BARKER_MIN_BATCH
+from dpmcmc.samplers.barker import build_dp_barker
 from dpmcmc.samplers.dp_penalty import MODES, build_dp_penalty
+from dpmcmc.samplers.dp_sgld import build_dp_sgld
+from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
 from dpmcmc.samplers.hmc import build_hmc
+from dpmcmc.samplers.minibatch_penalty import build_minibatch_penalty
 from dpmcmc.samplers.rwmh import build_rwmh
 
 __all__ = ["AlgorithmSpec", "ALGORITHMS"]
 
 DEFAULT_LEAPFROG_STEPS = 10
-GRAD_METHODS = ("auto", "forward", "reverse")
+GRAD_METHODS = ("auto", "forward", "reverse", "vmap")
+GRAD_DTYPES = ("float32", "float64")
 
 
 class AlgorithmSpec(NamedTuple):
@@ -141,6 +162,8 @@ def _common_checks(algorithm: str, params: dict, allowed: set, required: tuple, 
 
 
 def _data(data):
+    if isinstance(data, PreparedData):  # already laid out (and possibly sharded) by the caller
+        return data
     data = jnp.asarray(data)
     if data.ndim < 1 or data.shape[0] < 1:
         raise ValueError(f"data must have at least one row, got shape {data.shape}")
@@ -216,7 +239,7 @@ def _accounting_dp_penalty(p):
 # ---------------------------------------------------------------- dp-hmc
 
 _DPHMC_KEYS = {"tau_l", "tau_g", "clip", "grad_clip", "step_size", "leapfrog_steps", "mass",
-               "jitter", "grad_method", "block_size"}
+               "jitter", "grad_method", "grad_dtype", "block_size"}
 
 
 def _prepare_dp_hmc(params, model, n):
@@ -233,6 +256,7 @@ def _prepare_dp_hmc(params, model, n):
         "mass": _per_dim("mass", params.get("mass", 1.0), model.dim),
         "jitter": _bool("jitter", params.get("jitter", True)),
         "grad_method": _choice("grad_method", params.get("grad_method", "auto"), GRAD_METHODS),
+        "grad_dtype": _choice("grad_dtype", params.get("grad_dtype", "float32"), GRAD_DTYPES),
         "block_size": _optional_block(params.get("block_size")),
     }
 
@@ -240,7 +264,8 @@ def _prepare_dp_hmc(params, model, n):
 def _build_dp_hmc(model, data, p):
     return build_dp_hmc(model, _data(data), p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
                         p["step_size"], p["leapfrog_steps"], p["mass"], jitter=p["jitter"],
-                        grad_method=p["grad_method"], block_size=p["block_size"])
+                        grad_method=p["grad_method"], block_size=p["block_size"],
+                        grad_dtype=p["grad_dtype"])
 
 
 def _accounting_dp_hmc(p):
@@ -251,10 +276,133 @@ def _no_accounting(p):
     return {}
 
 
+# ---------------------------------------------------------------- dp-barker
+
+_BARKER_KEYS = {"batch_size", "n0", "proposal_std", "mode"}
+
+
+def _batch_size(value, n, minimum=1):
+    b = _positive_int("batch_size", value)
+    if not minimum <= b <= n:
+        raise ValueError(f"batch_size must satisfy {minimum} <= batch_size <= n = {n}, got {b}")
+    return b
+
+
+def _prepare_dp_barker(params, model, n):
+    _common_checks("dp-barker", params, _BARKER_KEYS, ("batch_size", "proposal_std"), model, n)
+    # 002 Thm 2 needs an order 2 <= alpha < b/5, i.e. b > 10.
+    b = _batch_size(params["batch_size"], n, _BARKER_MIN_BATCH)
+    temperature = float(model.temperature)
+    if params.get("n0") is None:
+        n0 = temperature * n
+    else:
+        n0 = _positive("n0", params["n0"])
+        if n0 > n:
+            raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {params['n0']!r}")
+        # The tempering T = n0/n is the model's own unless the model is untempered.
+        if temperature != 1.0 and not math.isclose(n0, temperature * n, rel_tol=1e-9):
+            raise ValueError(f"n0={params['n0']!r} disagrees with model.temperature * n = "
+                             f"{temperature * n:g}; omit n0 or use an untempered model")
+    return {
+        "batch_size": b,
+        "n0": n0,
+        "proposal_std": _per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": _choice("mode", params.get("mode", "random-walk"), MODES),
+    }
+
+
+def _build_dp_barker(model, data, p):
+    return build_dp_barker(model, _data(data), p["batch_size"], p["n0"], p["proposal_std"], p["mode"])
+
+
+def _accounting_dp_barker(p):
+    return {"batch_size": p["batch_size"], "n0": p["n0"]}
+
+
+# ---------------------------------------------------------------- minibatch-penalty
+
+_MB_PENALTY_KEYS = {"tau", "batch_size", "clip", "proposal_std", "mode"}
+
+
+def _prepare_minibatch_penalty(params, model, n):
+    _common_checks("minibatch-penalty", params, _MB_PENALTY_KEYS,
+                   ("tau", "batch_size", "clip", "proposal_std"), model, n)
+    return {
+        "tau": _positive("tau", params["tau"]),
+        "batch_size": _batch_size(params["batch_size"], n),
+        "clip": _positive("clip", params["clip"]),
+        "proposal_std": _per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": _choice("mode", params.get("mode", "random-walk"), MODES),
+    }
+
+
+def _build_minibatch_penalty(model, data, p):
+    return build_minibatch_penalty(model, _data(data), p["tau"], p["batch_size"], p["clip"],
+                                   p["proposal_std"], p["mode"])
+
+
+def _accounting_minibatch_penalty(p):
+    return {"tau": p["tau"], "batch_size": p["batch_size"]}
+
+
+# ---------------------------------------------------------------- dp-sgld, dp-sgnht
+
+_SGLD_KEYS = {"step_size", "batch_size", "noise_multiplier", "grad_clip", "grad_method",
+              "block_size"}
+_SGNHT_KEYS = _SGLD_KEYS | {"friction"}
+_SGLD_REQUIRED = ("step_size", "batch_size", "noise_multiplier", "grad_clip")
+DEFAULT_SGNHT_FRICTION = 1.0
+
+
+def _prepare_sgld_common(algorithm, params, keys, model, n):
+    _common_checks(algorithm, params, keys, _SGLD_REQUIRED, model, n)
+    return {
+        "step_size": _positive("step_size", params["step_size"]),
+        "batch_size": _batch_size(params["batch_size"], n),
+        "noise_multiplier": _positive("noise_multiplier", params["noise_multiplier"]),
+        "grad_clip": _positive("grad_clip", params["grad_clip"]),
+        "grad_method": _choice("grad_method", params.get("grad_method", "auto"), GRAD_METHODS),
+        "block_size": _optional_block(params.get("block_size")),
+    }
+
+
+def _prepare_dp_sgld(params, model, n):
+    return _prepare_sgld_common("dp-sgld", params, _SGLD_KEYS, model, n)
+
+
+def _prepare_dp_sgnht(params, model, n):
+    p = _prepare_sgld_common("dp-sgnht", params, _SGNHT_KEYS, model, n)
+    p["friction"] = _positive("friction", params.get("friction", DEFAULT_SGNHT_FRICTION))
+    return p
+
+
+def _build_dp_sgld(model, data, p):
+    return build_dp_sgld(model, _data(data), p["step_size"], p["batch_size"],
+                         p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
+                         block_size=p["block_size"])
+
+
+def _build_dp_sgnht(model, data, p):
+    return build_dp_sgnht(model, _data(data), p["step_size"], p["batch_size"],
+                          p["noise_multiplier"], p["grad_clip"], p["friction"],
+                          grad_method=p["grad_method"], block_size=p["block_size"])
+
+
+def _accounting_sgld(p):
+    return {"noise_multiplier": p["noise_multiplier"], "batch_size": p["batch_size"]}
+
+
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     "rwmh": AlgorithmSpec("rwmh", False, _prepare_rwmh, _build_rwmh, _no_accounting),
     "hmc": AlgorithmSpec("hmc", False, _prepare_hmc, _build_hmc, _no_accounting),
     "dp-penalty": AlgorithmSpec("dp-penalty", True, _prepare_dp_penalty, _build_dp_penalty,
                                 _accounting_dp_penalty),
     "dp-hmc": AlgorithmSpec("dp-hmc", True, _prepare_dp_hmc, _build_dp_hmc, _accounting_dp_hmc),
+    "dp-barker": AlgorithmSpec("dp-barker", True, _prepare_dp_barker, _build_dp_barker,
+                               _accounting_dp_barker),
+    "minibatch-penalty": AlgorithmSpec("minibatch-penalty", True, _prepare_minibatch_penalty,
+                                       _build_minibatch_penalty, _accounting_minibatch_penalty),
+    "dp-sgld": AlgorithmSpec("dp-sgld", True, _prepare_dp_sgld, _build_dp_sgld, _accounting_sgld),
+    "dp-sgnht": AlgorithmSpec("dp-sgnht", True, _prepare_dp_sgnht, _build_dp_sgnht,
+                              _accounting_sgld),
 }

@@ -1,4 +1,5 @@
-"""DP Barker (002, Heikkilä et al. 2019): subsampled Barker test with a CLT correction.
+"""DP Barker (002, Heikkilä et al. 2019; 001 §3.3, Algorithm 3): subsampled Barker test with a CLT
+correction.
 
 Correction distribution
 -----------------------
@@ -7,7 +8,65 @@ The acceptance test ``Δ* + X_nc + X_corr > 0`` needs ``X_corr`` with
 :mod:`dpmcmc.samplers._barker_correction` and are re-exported here:
 :func:`correction_mixture`, :func:`correction_error`, :func:`sample_correction`,
 :func:`acceptance_probability`, :func:`fit_correction`.
+
+The kernel
+----------
+One iteration (002 §2.3, §3.2 and App. B; 001 Algorithm 3), for a data-independent symmetric
+proposal θ' (the proposal modes of :mod:`dpmcmc.samplers.dp_penalty`):
+
+1. Draw a batch ``B`` of ``b`` distinct records uniformly without replacement
+   (:func:`dpmcmc.samplers._minibatch.sample_batch_indices`).
+2. ``r_j = clip_c(ℓ_j(θ') − ℓ_j(θ))`` for ``j ∈ B``, ``c = √b / n₀`` (untempered ratios; 002
+   eq. 30, 001 §3.3; a NaN ratio counts as ``−c``).
+3. The tempered batch estimate of the log-likelihood ratio, with ``T = n₀/n`` and
+   ``k = nT/b = n₀/b``: ``Δ*_data = k Σ_{j∈B} r_j``, and the estimate of its variance (002
+   eqs. 55–56, 61) ``s² = k² Σ_{j∈B} (r_j − r̄)² = (n₀²/b) · Var(r)``, ``Var`` the plain
+   ``1/b`` batch variance.
+4. Release ``Δ̃ = Δ*_data + X_nc``, ``X_nc ~ N(0, C − s²)``, ``C = 2`` (002 eq. 54): drawn by
+   :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` with ``σ = √(C − s²)``.
+5. Accept iff ``Δ̃ + ln p(θ') − ln p(θ) + X_corr > 0`` with ``X_corr`` from
+   :func:`sample_correction` at ``C = 2`` (002 eq. 18; the proposal ratio is 1).
+
+If the batch estimate were exactly ``Δ + N(0, s²)`` (the CLT approximation of 002 eqs. 12–16)
+the total noise would be ``N(0, C)`` and the test would accept with probability
+``acceptance_probability(Δ) ≈ 1/(1 + e^{−Δ})``, the Barker test on the tempered posterior
+``p(θ) Π_i p(x_i|θ)^T``, which satisfies detailed balance (002 Lemma 1). The chain therefore
+targets the tempered posterior only approximately (002 App. C): the CLT error of the batch
+estimate and the ``≤ 1.5e-3`` sup-CDF error of ``X_corr`` remain, and clipping changes the
+target where it acts.
+
+No data-dependent halt
+----------------------
+002's reference code stops the chain when the batch variance exceeds its bound. A halt decided
+from the data is itself a release that no theorem accounts for, so this kernel never halts.
+None is needed: with every ``|r_j| ≤ √b/n₀`` the variance estimate obeys (002 App. B, eq. 61)
+``Var(r) ≤ (1/b) Σ r_j² ≤ b/n₀²``, hence ``s² ≤ 1`` and the noise variance ``C − s²`` lies in
+``[1, 2]`` (eq. 62) by construction. The kernel clamps ``s²`` to ``[0, 1]``, which changes
+nothing but float rounding.
+
+The data-dependent noise scale
+------------------------------
+Unlike DP penalty, the noise standard deviation ``√(2 − s²)`` depends on the data through
+``s²``. Theorem 2 of 002 is proved for exactly this mechanism: it bounds the Rényi divergence
+between the two Gaussians ``N(Δ*_data(D), 2 − s²(D))`` and ``N(Δ*_data(D'), 2 − s²(D'))`` of
+neighbouring batches, both the mean and the variance terms (App. B, ``f₁, f₂, f₃`` of eq. 59,
+with the variance difference bounded by ``5/b`` in eqs. 63–78). The part ``s²`` of the total
+``N(0, C)`` is supplied by the subsampling error of the estimate and only ``C − s²`` is added;
+what is released is one draw from a Gaussian whose mean and variance are both covered by the
+theorem. The accountant (``dpmcmc.accounting``, algorithm ``"dp-barker"``: 002 Thm 2 amplified by
+Cor. 3 and composed over iterations, RDP only, ``batch_size > 10``) charges that release; the
+acceptance decision and ``X_corr`` are post-processing. Tempering enters only through ``n₀``,
+on which the RDP bound does not depend (App. B, last paragraph).
 """
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from dpmcmc.accounting.budget import BARKER_NOISE_VARIANCE
 from dpmcmc.samplers._barker_correction import (
     LOG_ODDS_RANGE,
     LOG_ODDS_TARGET,
@@ -21,6 +80,17 @@ from dpmcmc.samplers._barker_correction import (
     sample_correction,
     validate_correction_variance,
 )
+from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.samplers._minibatch import (
+    batch_llr_moments,
+    batch_rows,
+    clipped_batch_llr,
+    sample_batch_indices,
+)
+from dpmcmc.samplers._types import Info, Kernel
+from dpmcmc.samplers.dp_penalty import MODES, DPPenaltyState, propose, update_direction
+
+Array = Any
 
 __all__ = [
     "LOGISTIC_VARIANCE",
@@ -34,4 +104,182 @@ __all__ = [
     "correction_error",
     "acceptance_probability",
     "sample_correction",
+    "DP_BARKER_C",
+    "MIN_BATCH_SIZE",
+    "BarkerRelease",
+    "barker_clip_bound",
+    "release_barker",
+    "barker_accept",
+    "build_dp_barker",
 ]
+
+DP_BARKER_C: float = BARKER_NOISE_VARIANCE
+"""Total noise variance ``C`` of the DP Barker test: 2, the value 002 Thm 2 is proved for."""
+
+MIN_BATCH_SIZE: int = 11
+"""Smallest batch size for which 002 Thm 2 admits an order (``2 ≤ α < b/5``)."""
+
+
+class BarkerRelease(NamedTuple):
+    """One DP Barker release (the noisy tempered batch estimate) and NON-private side values.
+
+    Attributes
+    ----------
+    value : scalar
+        ``Δ̃ = (n₀/b) Σ_{j∈B} r_j + N(0, C − s²)``: the released statistic (prior term excluded).
+    noise_variance : scalar
+        ``C − s²`` ∈ [1, 2]: the variance of the Gaussian noise added.
+    s2 : scalar
+        ``s²``, the batch variance estimate. Data-dependent and NOT private on its own (it is
+        released only through the noise variance, as 002 Thm 2 accounts for).
+    clip_count : scalar int
+        Number of batch ratios clipped (NOT private).
+    """
+
+    value: Array
+    noise_variance: Array
+    s2: Array
+    clip_count: Array
+
+
+def barker_clip_bound(batch_size: int, n0: float) -> float:
+    """The per-example bound ``√b / n₀`` on untempered log-likelihood ratios (002 eq. 30)."""
+    return math.sqrt(batch_size) / n0
+
+
+def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Array, n0: float,
+                   *, _exact_logistic: bool = False) -> BarkerRelease:
+    """Release the noisy tempered batch estimate ``Δ̃`` of DP Barker (steps 2–4 of the module doc).
+
+    Parameters
+    ----------
+    key : PRNG key
+    model : Model
+    batch : array (b, ...)
+        The rows of the batch (drawn by the caller with ``sample_batch_indices``).
+    theta, theta_new : array (dim,)
+    n0 : float
+        ``n₀ = T n``: the tempering of 002 §3.2 (``n₀ = n`` without tempering).
+    _exact_logistic : bool
+        TESTING ONLY: release ``Δ*_data`` without noise (the caller then draws an exact logistic
+        instead of ``X_nc + X_corr``). Never set it in a real run.
+
+    Returns
+    -------
+    BarkerRelease
+    """
+    b = batch.shape[0]
+    dtype = jnp.result_type(theta, jnp.float32)
+    bound = jnp.asarray(barker_clip_bound(b, n0), dtype)
+    r, clipped = clipped_batch_llr(model, batch, theta, theta_new, bound)
+    total, sq_dev = batch_llr_moments(r)
+    k = jnp.asarray(n0 / b, dtype)
+    # s² ≤ 1 holds exactly for clipped ratios (002 eq. 61); the clamp only absorbs rounding.
+    s2 = jnp.clip(k * k * sq_dev, 0.0, 1.0)
+    noise_variance = jnp.asarray(DP_BARKER_C, dtype) - s2
+    count = jnp.sum(clipped, dtype=jnp.int32)
+    if _exact_logistic:
+        return BarkerRelease(k * total, noise_variance, s2, count)
+    value = gaussian_mechanism(key, k * total, jnp.sqrt(noise_variance))
+    return BarkerRelease(value, noise_variance, s2, count)
+
+
+def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool = False
+                  ) -> tuple[Array, Array]:
+    """The corrected Barker test: accept iff ``noisy_log_ratio + X_corr > 0``, ``X_corr`` at C = 2.
+
+    Parameters
+    ----------
+    key : PRNG key
+    noisy_log_ratio : scalar
+        ``Δ̃ + ln p(θ') − ln p(θ)``: the released estimate plus the prior (and proposal) terms.
+    _exact_logistic : bool
+        TESTING ONLY: add an exact standard logistic draw instead of ``X_corr`` (with a
+        noiseless ``Δ*`` this is the exact Barker test, the limit the privacy noise
+        approximates). Never set it in a real run.
+
+    Returns
+    -------
+    accepted : bool
+        False whenever ``noisy_log_ratio`` is NaN.
+    nan : bool
+        ``noisy_log_ratio`` is NaN: the caller reports a divergence.
+    """
+    dtype = jnp.result_type(noisy_log_ratio, jnp.float32)
+    if _exact_logistic:
+        x = jax.random.logistic(key, (), dtype=dtype)
+    else:
+        x = sample_correction(key, (), C=DP_BARKER_C, dtype=dtype)
+    nan = jnp.isnan(noisy_log_ratio)
+    return (~nan) & (noisy_log_ratio + x > 0), nan
+
+
+def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
+                    mode: str = "random-walk", *, _exact_logistic: bool = False,
+                    _audit: bool = False) -> Kernel:
+    """The DP Barker kernel (see the module docstring).
+
+    Parameters
+    ----------
+    model : Model
+        Its ``temperature`` is NOT read here: the tempering is ``T = n0 / n`` (the registry's
+        ``prepare`` reconciles the two).
+    data : array (n, ...)
+    batch_size : int
+        ``b``, the fixed batch size, ``11 ≤ b ≤ n``.
+    n0 : float
+        ``n₀ ∈ (0, n]``: tempering ``T = n₀/n`` and clip bound ``√b/n₀``.
+    proposal_std : array (dim,)
+        Proposal standard deviations.
+    mode : {"random-walk", "one-component", "guided-walk"}
+        Proposal of :func:`dpmcmc.samplers.dp_penalty.propose`. The guided walk is valid with the
+        Barker acceptance function too: its argument needs only detailed balance of the move on
+        ``(θ, d)``, which any ``g`` with ``g(s) = e^s g(−s)`` gives (002 Lemma 1).
+    _exact_logistic : bool
+        TESTING ONLY: no privacy noise, exact logistic test (see :func:`barker_accept`).
+    _audit : bool
+        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
+        ``taps = {"delta": Δ̃ (released), "noise_variance": C − s², "theta": θ,
+        "theta_new": θ', "batch": the batch indices}``. Never set it in a real run.
+
+    Returns
+    -------
+    Kernel
+        State :class:`dpmcmc.samplers.dp_penalty.DPPenaltyState`; info :class:`Info` whose
+        ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    n = data.shape[0]
+    b = int(batch_size)
+    if not MIN_BATCH_SIZE <= b <= n:
+        raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n = {n}, got {b}")
+    n0 = float(n0)
+    if not (math.isfinite(n0) and 0.0 < n0 <= n):
+        raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
+    s = jnp.asarray(proposal_std)
+
+    def init(theta):
+        theta = jnp.asarray(theta)
+        return DPPenaltyState(theta, jnp.ones_like(theta))
+
+    def step(key, state):
+        k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
+        theta = state.position
+        theta_new, i = propose(k_prop, theta, state.direction, s, mode)
+        idx = sample_batch_indices(k_batch, n, b)
+        rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
+                             _exact_logistic=_exact_logistic)
+        noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
+        accepted, nan = barker_accept(k_acc, noisy, _exact_logistic=_exact_logistic)
+        diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
+        accepted = accepted & ~diverged
+        direction = update_direction(state.direction, i, accepted, mode)
+        new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
+        info = Info(accepted, rel.clip_count.astype(theta.dtype) / b, diverged)
+        if _audit:
+            return new_state, (info, {"delta": rel.value, "noise_variance": rel.noise_variance,
+                                      "theta": theta, "theta_new": theta_new, "batch": idx})
+        return new_state, info
+
+    return Kernel(init, step)

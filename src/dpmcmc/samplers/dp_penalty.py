@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._per_example import auto_block_size
+from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_llr
 from dpmcmc.samplers._types import Info, Kernel
@@ -88,13 +88,13 @@ def update_direction(direction: Array, component: Array, accepted: Array, mode: 
 
 def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
                      mode: str = "random-walk", *, block_size: Optional[int] = None,
-                     _correction: bool = True, _audit: bool = False) -> Kernel:
+                     mesh=None, _correction: bool = True, _audit: bool = False) -> Kernel:
     """The DP penalty kernel.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
+    data : array (n, ...) or PreparedData
     tau : float
         Noise parameter τ > 0 (σ = 2 τ √n b‖θ−θ'‖).
     clip : float
@@ -103,7 +103,10 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
         Proposal standard deviations (per component).
     mode : {"random-walk", "one-component", "guided-walk"}
     block_size : int, optional
-        Data block size for the per-example pass (default: :func:`auto_block_size`).
+        Data block size for the per-example pass (default: ``auto_block_size``).
+    mesh : jax.sharding.Mesh, optional
+        Split the data rows over the devices of the mesh's (one) axis (see
+        :mod:`dpmcmc.samplers._sharding`).
     _correction : bool
         Internal testing hook (drops the penalty term when False). Never set it in a real run.
     _audit : bool
@@ -117,8 +120,9 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    # Laid out once here; every iteration's pass reads these blocks.
+    data = prepare_data(data, model=model, block_size=block_size, mesh=mesh)
     n = data.shape[0]
-    block_size = auto_block_size(n, block_size)
     temp = model.temperature
     s = jnp.asarray(proposal_std)
 
@@ -130,7 +134,7 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
         k_prop, k_noise, k_acc = jax.random.split(key, 3)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, block_size=block_size)
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip)
         noisy_log_ratio = temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
                                        correction=_correction)
