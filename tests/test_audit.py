@@ -138,7 +138,11 @@ def test_miscalibrate_scales_noise_and_clip_and_does_not_leak():
 
 # ------------------------------------------------------------------ the audit tap and design
 
-@pytest.mark.parametrize("algorithm", sorted(AUDITS))
+# The far-row (full-data) designs; the subsampled samplers are in tests/test_audit_subsampled.py.
+FAR_ROW = ["dp-hmc", "dp-penalty"]
+
+
+@pytest.mark.parametrize("algorithm", FAR_ROW)
 def test_audit_tap_leaves_the_chain_unchanged(algorithm):
     entry = AUDITS[algorithm]
     design = far_row_design()
@@ -174,7 +178,7 @@ def calibrated():
             for alg, seed in CALIBRATED_SEEDS.items()}
 
 
-@pytest.mark.parametrize("algorithm", sorted(AUDITS))
+@pytest.mark.parametrize("algorithm", FAR_ROW)
 def test_calibrated_sampler_passes_and_audit_has_power(calibrated, algorithm):
     res = calibrated[algorithm]
     spec = ALGORITHMS[algorithm]

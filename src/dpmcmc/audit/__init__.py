@@ -11,7 +11,7 @@
 See docs/audit.md for the method, the measured table and how to add an algorithm.
 """
 from dpmcmc.audit._core import DEFAULTS, STATISTICS, AuditResult, audit
-from dpmcmc.audit._designs import AUDITS, AuditDesign, AuditEntry, far_row_design
+from dpmcmc.audit._designs import AUDITS, AuditDesign, AuditEntry, far_row_design, one_sided_design
 from dpmcmc.audit._stats import (
     AuditOutcome,
     clopper_pearson,
@@ -27,6 +27,7 @@ __all__ = [
     "AuditEntry",
     "AuditDesign",
     "far_row_design",
+    "one_sided_design",
     "AuditOutcome",
     "clopper_pearson",
     "epsilon_lower_bound",

@@ -290,7 +290,8 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     trials : int, default 1000000
         Runs per data set (calibration and held-out together), ≥ 1000.
     iterations : int, optional
-        Iterations per run; default per algorithm (5 for dp-penalty, 2 for dp-hmc).
+        Iterations per run; default per algorithm (5 for dp-penalty and minibatch-penalty, 2 for
+        dp-hmc, 3 for dp-sgld and dp-sgnht).
     confidence : float, default 0.95
     statistic : {"releases", "draws"}
         Which test the top-level fields of the result report (both are always run).

@@ -29,6 +29,32 @@ iteration share mean and σ, and their sum is sufficient; the kernel's audit tap
 The draws statistic is the last draw of the run (what a user publishes): the far record tilts
 the clipped likelihood towards +θ on D and −θ on D'.
 
+The one-sided designs (subsampled samplers)
+-------------------------------------------
+For fixed-size batches of ``b`` out of ``n`` drawn without replacement the cancelling design
+is not worst case; the accountant's dominating pair (:mod:`dpmcmc.accounting.pld`)
+``(1 − q)N(0, σ²) + qN(2, σ²)`` vs ``N(0, σ²)`` (units of the per-example bound, q = b/n) is
+attained when every shared record contributes the same clipped value, so that batches without
+the differing record are identical under D and D' and batches with it differ by the full
+sensitivity. :func:`one_sided_design` puts the ``n − 1`` shared records on one side.
+
+* dp-sgld / dp-sgnht: shared records at −FAR (gradients clip to −C), the differing record at
+  +FAR in D and −FAR in D'. A release is ``N(−bC, σ²)`` on D' and
+  ``(1 − q)N(−bC, σ²) + qN(−bC + 2C, σ²)`` on D, σ = noise_multiplier·C. The log likelihood
+  ratio of the transcript is ``Σ_t log[(1 − q) + q·exp((2C(y_t + bC) − 2C²)/σ²)]``
+  (nonlinear; ``logaddexp``). n = 10, b = 2.
+* minibatch-penalty: every record at +FAR in D; D' moves the differing one to −FAR. For
+  θ' > θ the released ``λ_B − σ_b²/2`` moves by exactly the sensitivity ``c(θ, θ')`` when the
+  batch holds the record (the case that attains it); for θ' < θ by
+  ``Δ = 2kr + 2k²r²(b − 1)/b`` (r = L(θ' − θ) < 0), slightly less than c (a small proposal
+  keeps it above 0.93 c). Known from θ, θ' alone, so the statistic is still the exact log
+  likelihood ratio. n = 10, b = 2.
+
+dp-barker has no entry: its noise is fixed (variance 2 − s²) and its accountant (002 Thm 2,
+RDP) leaves no noise scale to solve for, and at the sizes an audit can simulate the claim is
+far above what the worst-case mean shift of one release gives, so the miscalibrated variants
+could not be flagged (numbers in docs/audit.md).
+
 Adding an algorithm
 -------------------
 One :class:`AuditEntry` in :data:`AUDITS`. A new sampler must provide (see docs/audit.md):
@@ -50,10 +76,14 @@ from dpmcmc.models.base import Model
 from dpmcmc.samplers._mechanisms import noise_std
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
+from dpmcmc.samplers.dp_sgld import build_dp_sgld
+from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
+from dpmcmc.samplers.minibatch_penalty import build_minibatch_penalty
 
 Array = Any
 
-__all__ = ["AuditDesign", "AuditEntry", "AUDITS", "far_row_design", "FAR", "DESIGN_N"]
+__all__ = ["AuditDesign", "AuditEntry", "AUDITS", "far_row_design", "one_sided_design", "FAR",
+           "DESIGN_N", "SUBSAMPLED_N"]
 
 #: Distance of every record from the origin (in units where every clip bound is 1).
 FAR = 20.0
@@ -196,9 +226,140 @@ def _hmc_statistic(taps, p, n):
     return _llr_term(taps, p["clip"]) + grad
 
 
+# ---------------------------------------------------------------- subsampled samplers
+
+#: Records per data set in the one-sided (subsampled) designs.
+SUBSAMPLED_N = 10
+
+
+def one_sided_design(n: int, others: float, differing: float, differing_prime: float,
+                     dtype=None) -> AuditDesign:
+    """``n − 1`` shared records at ``others``; the differing one at ``differing`` / ``differing_prime``.
+
+    Model, prior and start as in :func:`far_row_design`. Used for the subsampled samplers, whose
+    worst case is not a cancelling design: the shared records must all contribute the same
+    clipped value so that batches without the differing record are identical under D and D'
+    and batches with it differ by the full sensitivity (see the module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Records per data set (≥ 2).
+    others, differing, differing_prime : float
+        Positions of the shared records and of the differing record in D and in D'.
+    dtype : numpy dtype, optional
+    """
+    dtype = jnp.asarray(0.0).dtype if dtype is None else dtype
+    model = Model(log_likelihood=_log_likelihood, log_prior=_log_prior, dim=1,
+                  name="audit-one-sided")
+    shared = [others] * (n - 1)
+    data = jnp.asarray(np.array(shared + [differing])[:, None], dtype=dtype)
+    data_prime = jnp.asarray(np.array(shared + [differing_prime])[:, None], dtype=dtype)
+    return AuditDesign(model, data, data_prime, jnp.zeros((1,), dtype))
+
+
+def _log_mixture_ratio(log_lr: Array, q: float) -> Array:
+    """``log((1 − q) + q·exp(log_lr))`` elementwise, stably (q = 1 gives ``log_lr``)."""
+    if q >= 1.0:
+        return log_lr
+    return jnp.logaddexp(np.log1p(-q), np.log(q) + log_lr)
+
+
+# ---------------------------------------------------------------- dp-sgld, dp-sgnht
+
+# n = 10, b = 2 (q = 0.2), 3 iterations: the shared records at −FAR clip to −C, the differing
+# record (+FAR in D, −FAR in D') to ±C, so a release is N(−bC, σ²) on D' and
+# (1 − q)N(−bC, σ²) + qN(−bC + 2C, σ²) on D: the accountant's dominating pair. The step size
+# keeps θ within a few units of 0 over a run (every gradient stays clipped).
+_SGD_BATCH = 2
+_SGD_STEP = 0.05
+
+
+def _sgd_design() -> AuditDesign:
+    return one_sided_design(SUBSAMPLED_N, -FAR, FAR, -FAR)
+
+
+def _sgld_params(scale: float) -> dict:
+    return {"noise_multiplier": scale, "batch_size": _SGD_BATCH, "grad_clip": 1.0,
+            "step_size": _SGD_STEP}
+
+
+def _sgnht_params(scale: float) -> dict:
+    return {**_sgld_params(scale), "friction": 1.0}
+
+
+def _sgld_build(model, data, p):
+    return build_dp_sgld(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                         p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
+                         _audit=True)
+
+
+def _sgnht_build(model, data, p):
+    return build_dp_sgnht(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                          p["grad_clip"], p["friction"], grad_method=p["grad_method"],
+                          block_size=p["block_size"], _audit=True)
+
+
+def _sgd_statistic(taps, p, n):
+    # Σ_t log[(1 − q) + q φ(y_t; 2C, σ)/φ(y_t; 0, σ)], y_t = released sum + bC: the log
+    # likelihood ratio of the whole transcript (D vs D'), computed in the release's dtype.
+    clip, b = p["grad_clip"], p["batch_size"]
+    y = taps["grad_sum"][..., 0] + b * clip
+    sigma = taps["grad_sigma"]
+    log_lr = (2.0 * clip * y - 2.0 * clip * clip) / (sigma * sigma)
+    return jnp.sum(_log_mixture_ratio(log_lr, b / n))
+
+
+# ---------------------------------------------------------------- minibatch-penalty
+
+# All shared records at +FAR: for a proposal θ' > θ every shared ratio is +c₀ = L(θ' − θ) and
+# the differing record (+FAR in D, −FAR in D') moves the released λ_B − σ_b²/2 by exactly the
+# sensitivity c (the attaining case of the module docstring of minibatch_penalty); for θ' < θ
+# the move is Δ = 2kr + 2k²r²(b − 1)/b with r = L(θ' − θ) < 0, |Δ| = c(1 − a)/(1 + a) with
+# a = k|r|(b − 1)/b. A small proposal keeps a ≈ 0.04, so |Δ| ≈ 0.93 c. On D every batch is
+# the same (mean m = kbr); on D' the batches holding the record are shifted to m − Δ.
+_MBP_BATCH = 2
+_MBP_PROPOSAL = 0.02
+
+
+def _mbp_design() -> AuditDesign:
+    return one_sided_design(SUBSAMPLED_N, FAR, FAR, -FAR)
+
+
+def _mbp_params(scale: float) -> dict:
+    return {"tau": scale, "batch_size": _MBP_BATCH, "clip": 1.0, "proposal_std": _MBP_PROPOSAL,
+            "mode": "random-walk"}
+
+
+def _mbp_build(model, data, p):
+    return build_minibatch_penalty(model, data, p["tau"], p["batch_size"], p["clip"],
+                                   jnp.asarray(p["proposal_std"]), p["mode"], _audit=True)
+
+
+def _mbp_statistic(taps, p, n):
+    # −Σ_t log[(1 − q) + q φ(y_t; m_t − Δ_t, σ_t)/φ(y_t; m_t, σ_t)]: the log likelihood ratio
+    # D vs D' (the design model is untempered, T = 1). Public quantities only: θ, θ', σ.
+    b = p["batch_size"]
+    k = n / b
+    r = p["clip"] * (taps["theta_new"] - taps["theta"])[..., 0]
+    m = k * b * r
+    shift = 2.0 * k * r + 2.0 * k * k * r * r * (b - 1) / b
+    sigma = taps["llr_sigma"]
+    positive = sigma > 0
+    safe = jnp.where(positive, sigma, 1.0)
+    log_lr = (-2.0 * shift * (taps["llr"] - m) - shift * shift) / (2.0 * safe * safe)
+    return -jnp.sum(jnp.where(positive, _log_mixture_ratio(log_lr, b / n), 0.0))
+
+
 AUDITS: dict[str, AuditEntry] = {
     "dp-penalty": AuditEntry("dp-penalty", 5, _penalty_params, far_row_design, _penalty_build,
                              _penalty_statistic, _last_draw),
     "dp-hmc": AuditEntry("dp-hmc", 2, _hmc_params, far_row_design, _hmc_build, _hmc_statistic,
                          _last_draw),
+    "dp-sgld": AuditEntry("dp-sgld", 3, _sgld_params, _sgd_design, _sgld_build, _sgd_statistic,
+                          _last_draw),
+    "dp-sgnht": AuditEntry("dp-sgnht", 3, _sgnht_params, _sgd_design, _sgnht_build,
+                           _sgd_statistic, _last_draw),
+    "minibatch-penalty": AuditEntry("minibatch-penalty", 5, _mbp_params, _mbp_design, _mbp_build,
+                                    _mbp_statistic, _last_draw),
 }

@@ -477,18 +477,29 @@ def sample_correction(key: Any, shape: tuple[int, ...] = (), C: float = 2.0,
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a floating dtype, got dtype={dtype}")
     shape = tuple(int(d) for d in shape)
-    return _sample_mixture(key, np.cumsum(mix.weights), mix.means, mix.stds, shape, dtype)
+    from dpmcmc.samplers._mechanisms import _SECURE
+
+    # In secure mode the draws depend on trace-time state (the run's secret, a tracer of the
+    # compiled run), which a cached jit trace must not capture: trace inline instead.
+    sampler = _sample_mixture if _SECURE["secret"] is not None else _sample_mixture_jit
+    return sampler(key, np.cumsum(mix.weights), mix.means, mix.stds, shape, dtype)
 
 
-@functools.partial(jax.jit, static_argnums=(4, 5))
 def _sample_mixture(key, cum_weights, means, stds, shape, dtype):
-    # One compiled program per (shape, dtype); inlined when called under an outer jit.
-    cum = cum_weights.astype(dtype)
-    means = means.astype(dtype)
-    stds = stds.astype(dtype)
+    cum = jnp.asarray(cum_weights, dtype)
+    means = jnp.asarray(means, dtype)
+    stds = jnp.asarray(stds, dtype)
+    # Drawn through the privacy-noise generators so that secure mode (ChaCha20 under the run's
+    # secret) covers the correction too; in the default mode they are jax.random's.
+    from dpmcmc.samplers._mechanisms import noise_normal, noise_uniform
+
     k_pair, k_sign, k_norm = jax.random.split(key, 3)
-    u = jax.random.uniform(k_pair, shape, dtype=dtype) * cum[-1]
+    u = noise_uniform(k_pair, shape, dtype) * cum[-1]
     idx = jnp.minimum(jnp.searchsorted(cum, u, side="right"), cum.shape[0] - 1)
-    sign = jnp.where(jax.random.bernoulli(k_sign, 0.5, shape), 1.0, -1.0).astype(dtype)
-    z = jax.random.normal(k_norm, shape, dtype=dtype)
+    sign = jnp.where(noise_uniform(k_sign, shape, dtype) < 0.5, 1.0, -1.0).astype(dtype)
+    z = noise_normal(k_norm, shape, dtype)
     return sign * means[idx] + stds[idx] * z
+
+
+# One compiled program per (shape, dtype) for calls outside a run; inlined under an outer jit.
+_sample_mixture_jit = jax.jit(_sample_mixture, static_argnums=(4, 5))

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
 from dpmcmc.samplers._per_example import per_example_grads, per_example_loglik
 
@@ -90,8 +91,11 @@ def sample_batch_indices(key: Array, n: int, batch_size: int) -> Array:
         raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
     if b == n:
         return jnp.arange(n, dtype=jnp.int32)
-    if b > _PERMUTATION_RATIO * n:
-        return jax.random.permutation(key, n)[:b].astype(jnp.int32)
+    if _mechanisms._SECURE["secret"] is not None or b > _PERMUTATION_RATIO * n:
+        # Secure mode: the batch must stay secret even if the JAX key is known, since the
+        # amplification by subsampling the accountant relies on assumes nobody can tell which
+        # records were used; the ChaCha20 permutation costs a sort of n per draw.
+        return _mechanisms.noise_permutation(key, n)[:b].astype(jnp.int32)
 
     def one_round(carry):
         key, idx, filled = carry
