@@ -180,7 +180,7 @@ def budget(
 
 @app.command("audit")
 def audit_command(
-    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty or dp-hmc."),
+    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht or minibatch-penalty."),
     epsilon: Optional[float] = typer.Option(
         None, "--epsilon", help="ε the sampler is configured to claim for one audited run (default 3)."
     ),
