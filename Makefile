@@ -25,6 +25,7 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
 
 clean:

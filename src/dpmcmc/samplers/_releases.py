@@ -60,21 +60,23 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
 
 
 def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, grad_clip: float, *,
-                 method: str = "auto", block_size: Optional[int] = None) -> Release:
+                 method: str = "auto", block_size: Optional[int] = None,
+                 grad_dtype: Optional[str] = None) -> Release:
     """Release ``Σ_j clip_{b_g}(∇ℓ_j(θ)) + N(0, σ_g² I)`` with ``σ_g = 2 τ_g √n b_g``.
 
     Parameters
     ----------
     key : PRNG key
     model : Model
-    data : array (n, ...)
+    data : array (n, ...) or PreparedData
     theta : array (dim,)
     tau_g : float
         τ_g: one release costs μ = 1/(2 τ_g² n).
     grad_clip : float
         b_g, the per-example gradient norm bound.
-    method, block_size
-        See :mod:`dpmcmc.samplers._per_example`.
+    method, block_size, grad_dtype
+        See :mod:`dpmcmc.samplers._per_example`: the per-example gradients may be computed in
+        float32; the clipped sum, and the noise added to it, stay in the dtype of ``theta``.
 
     Returns
     -------
@@ -83,6 +85,6 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     n = data.shape[0]
     dtype = jnp.result_type(theta, jnp.float32)
     total, count = clipped_grad_sum(model, data, theta, jnp.asarray(grad_clip, dtype),
-                                    method=method, block_size=block_size)
+                                    method=method, block_size=block_size, grad_dtype=grad_dtype)
     sigma = noise_std(tau_g, n, jnp.asarray(grad_clip, dtype))
     return Release(gaussian_mechanism(key, total, sigma), sigma, count)

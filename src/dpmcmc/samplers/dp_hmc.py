@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
-from dpmcmc.samplers._per_example import auto_block_size
+from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
 from dpmcmc.samplers._types import HMCInfo, Kernel
@@ -48,13 +48,14 @@ class DPHMCState(NamedTuple):
 def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, grad_clip: float,
                  step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
                  grad_method: str = "auto", block_size: Optional[int] = None,
+                 grad_dtype: Optional[str] = "float32", mesh=None,
                  _correction: bool = True, _audit: bool = False) -> Kernel:
     """The DP-HMC kernel.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
+    data : array (n, ...) or PreparedData
     tau_l, tau_g : float
         Noise parameters of the log-likelihood-ratio and gradient releases.
     clip : float
@@ -69,10 +70,18 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     mass : array (dim,)
         Diagonal mass matrix.
     jitter : bool, default True
-    grad_method : {"auto", "forward", "reverse"}
-        Autodiff mode for per-example gradients.
+    grad_method : {"auto", "reverse", "forward", "vmap"}
+        Autodiff mode for per-example gradients (see :mod:`dpmcmc.samplers._per_example`).
     block_size : int, optional
-        Data block size for the per-example passes (default: :func:`auto_block_size`).
+        Data block size for the per-example passes (default: ``auto_block_size``).
+    grad_dtype : {"float32", "float64"}, default "float32"
+        Dtype of the per-example gradient passes. The gradients only steer the proposal (the
+        accept test, in float64, keeps the chain exact) and their released sum carries noise far
+        above float32 rounding; float32 halves the memory traffic of the L+1 gradient passes.
+        The log-likelihood-ratio release stays in the dtype of θ.
+    mesh : jax.sharding.Mesh, optional
+        Split the data rows over the devices of the mesh's (one) axis (see
+        :mod:`dpmcmc.samplers._sharding`).
     _correction : bool
         Internal testing hook (drops the penalty term when False). Never set it in a real run.
     _audit : bool
@@ -86,15 +95,16 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     Kernel
         Info is :class:`HMCInfo`.
     """
+    # Laid out once here; every pass of every iteration reads these blocks.
+    data = prepare_data(data, model=model, block_size=block_size, grad_dtype=grad_dtype, mesh=mesh)
     n = data.shape[0]
-    block_size = auto_block_size(n, block_size)
     temp = model.temperature
     mass = jnp.asarray(mass)
     prior_grad = jax.grad(model.log_prior)
 
     def grad_fn(key, theta):
         rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
-                           block_size=block_size)
+                           grad_dtype=grad_dtype)
         # The audit hook also sums the released gradients (through the leapfrog's aux sum).
         aux = (rel.clip_count, rel.value) if _audit else rel.clip_count
         return temp * rel.value + prior_grad(theta), aux
@@ -115,8 +125,7 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
         finite = jnp.all(jnp.isfinite(lf.position)) & jnp.all(jnp.isfinite(lf.momentum))
         theta_new = jnp.where(finite, lf.position, theta)
         p_new = jnp.where(finite, lf.momentum, p0)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip,
-                          block_size=block_size)
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip)
         noisy_log_ratio = (temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
                            + kinetic_energy(p0, m) - kinetic_energy(p_new, m))
         accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
