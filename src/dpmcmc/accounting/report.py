@@ -140,7 +140,11 @@ class PrivacyReport:
                     for k, v in mech.items()
                     if k not in ("name", "kind", "count", "per_iteration") and v is not None
                 }
-                desc = ", ".join(f"{k} = {_fmt(v)}" for k, v in extra.items())
+                # sigma is the noise std per unit of the released sum's per-example bound (for a
+                # log-likelihood ratio that bound is b‖θ−θ'‖, so the drawn σ varies with the step).
+                desc = ", ".join(
+                    f"{'sigma/bound' if k == 'sigma' else k} = {_fmt(v)}" for k, v in extra.items()
+                )
                 lines.append(
                     f"  {mech['name']} ({mech['kind']}): {mech['count']} releases"
                     f" ({mech['per_iteration']} per iteration){'; ' + desc if desc else ''}"
