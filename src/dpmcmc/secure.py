@@ -453,11 +453,16 @@ def secure_uniform(key: SecureKey, shape: Sequence[int] | int = (), dtype: Any =
 
 # The cores are jitted so that eager calls compile one program per shape instead of dispatching
 # (and compiling) each of ChaCha's ~1000 uint32 ops separately; under an outer jit they inline.
-@partial(jax.jit, static_argnums=(1, 2))
-def _uniform_core(words: jax.Array, shape: tuple[int, ...], dt: np.dtype) -> jax.Array:
+def _draw_stream(words: jax.Array, shape: tuple[int, ...], dt: np.dtype) -> tuple[jax.Array, int]:
+    # The keystream behind ``size`` draws: two words per float64 draw, one per float32 draw.
     size = int(np.prod(shape, dtype=np.int64))
     per = 2 if dt == np.float64 else 1
-    stream = chacha20_words(words, _nonce(_DRAW), per * size)
+    return chacha20_words(words, _nonce(_DRAW), per * size), size
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _uniform_core(words: jax.Array, shape: tuple[int, ...], dt: np.dtype) -> jax.Array:
+    stream, size = _draw_stream(words, shape, dt)
     return _uniform_from_words(stream, size, dt).reshape(shape)
 
 
@@ -512,9 +517,7 @@ def secure_normal(key: SecureKey, shape: Sequence[int] | int = (), dtype: Any = 
 
 @partial(jax.jit, static_argnums=(1, 2))
 def _normal_core(words: jax.Array, shape: tuple[int, ...], dt: np.dtype) -> jax.Array:
-    size = int(np.prod(shape, dtype=np.int64))
-    per = 2 if dt == np.float64 else 1
-    stream = chacha20_words(words, _nonce(_DRAW), per * size)
+    stream, size = _draw_stream(words, shape, dt)
     return ndtri(_open_uniform_from_words(stream, size, dt)).reshape(shape)
 
 
