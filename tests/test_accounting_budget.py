@@ -61,7 +61,7 @@ def test_supported_accountants():
     assert supported_accountants("dp-hmc") == ("pld", "rdp", "zcdp")
     assert supported_accountants("dp-sgld") == ("pld", "rdp")
     assert supported_accountants("minibatch-penalty") == ("pld", "rdp")
-    assert supported_accountants("dp-barker") == ("rdp",)
+    assert supported_accountants("dp-barker") == ("rdp-direct", "rdp")
 
 
 # ---- exactness of max_iterations at the boundary -------------------------------------------
@@ -82,6 +82,8 @@ CASES = [
     ("minibatch-penalty", {"tau": 4.0, "batch_size": 100}, "pld", 1.0, 1e-5, 10_000, 1, "substitute-legacy"),
     ("dp-barker", {"batch_size": 1000}, "rdp", 2.0, 1e-6, N, 1),
     ("dp-barker", {"batch_size": 500, "n0": 1000}, "rdp", 1.0, 1e-6, 1_000_000, 3),
+    ("dp-barker", {"batch_size": 1000}, "rdp-direct", 2.0, 1e-6, N, 1),
+    ("dp-barker", {"batch_size": 60, "n0": 500}, "rdp-direct", 4.0, 1e-5, 1000, 2),
     ("dp-sgld", _SGD, "pld", 1.0, 1e-5, 10_000, 2),
     ("dp-sgld", _SGD_WIDE, "pld", 1.0, 1e-5, 10_000, 2),
     ("dp-sgld", _SGD, "pld", 1.0, 1e-5, 10_000, 2, "substitute-legacy"),

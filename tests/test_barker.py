@@ -324,11 +324,13 @@ def test_sample_end_to_end():
     res = dpmcmc.sample(model, np.asarray(data), "dp-barker", epsilon=2.0, delta=1e-5, chains=2,
                         key=jax.random.key(0), theta0=np.full((2, 1), mean), progress=False,
                         batch_size=200, proposal_std=0.1)
-    assert res.privacy.algorithm == "dp-barker" and res.privacy.accountant == "rdp"
+    assert res.privacy.algorithm == "dp-barker" and res.privacy.accountant == "rdp-direct"
     assert res.privacy.epsilon <= 2.0 and res.privacy.chains == 2
     iters = res.privacy.iterations
     assert iters == accounting.max_iterations("dp-barker", 2.0, 1e-5, 5000, chains=2,
-                                              accountant="rdp", batch_size=200, n0=50.0)
+                                              accountant="rdp-direct", batch_size=200, n0=50.0)
+    assert iters > accounting.max_iterations("dp-barker", 2.0, 1e-5, 5000, chains=2,
+                                             accountant="rdp", batch_size=200, n0=50.0)
     assert res.samples.shape == (2, iters, 1) and np.all(np.isfinite(res.samples))
     assert res.params["n0"] == pytest.approx(50.0)
     assert 0.0 < float(np.mean(res.diagnostics.acceptance_rate)) < 1.0

@@ -101,7 +101,7 @@ def test_budget_compare_with_legacy_relation():
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["-a", "dp-barker", "--epsilon", "2", "--batch-size", "1000"], "accountant"),
+        (["-a", "dp-barker", "--epsilon", "2", "--batch-size", "1000", "--accountant", "pld"], "accountant"),
         (["-a", "dp-penalty", "--epsilon", "2", "--tau", "0.1", "--batch-size", "10"], "--batch-size"),
         (["-a", "dp-penalty", "--epsilon", "2"], "--tau"),
         (["-a", "dp-nuts", "--epsilon", "2"], "--algorithm"),
@@ -128,3 +128,17 @@ def test_cli_import_does_not_import_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_default_accountant_is_the_tightest_that_applies():
+    from typer.testing import CliRunner
+
+    from dpmcmc.cli import app
+
+    out = CliRunner().invoke(app, ["budget", "-a", "dp-barker", "--epsilon", "2", "--delta", "1e-6",
+                                   "--n", "100000", "--batch-size", "1000", "--json"])
+    assert out.exit_code == 0, out.output
+    obj = json.loads(out.stdout)
+    assert obj["report"]["accountant"] == "rdp-direct"
+    assert obj["iterations_per_chain"] == accounting.max_iterations(
+        "dp-barker", 2.0, 1e-6, 100000, accountant="rdp-direct", batch_size=1000)

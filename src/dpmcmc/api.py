@@ -129,9 +129,10 @@ def sample(
         zeros when the model cannot draw from its prior — both data-independent.
     iterations : int, optional
         Iterations per chain (see ``epsilon``).
-    accountant : {"pld", "zcdp", "rdp"}, optional
+    accountant : {"pld", "zcdp", "rdp", "rdp-direct"}, optional
         Which accountant turns the releases into (ε, δ). Default: the tightest one that
-        applies to ``algorithm`` ("pld" where it applies; "rdp" for DP Barker).
+        applies to ``algorithm`` ("pld" where it applies; "rdp-direct" for DP Barker, whose
+        "rdp" is 002 Thm 2 as published).
     relation : str, default "substitute"
         Neighbouring relation of the guarantee: replace one record. ``"substitute-legacy"``
         reproduces the papers' accounting of subsampled samplers, whose pair is NOT a valid

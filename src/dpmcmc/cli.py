@@ -117,7 +117,11 @@ def budget(
     delta: float = typer.Option(..., "--delta", help="δ of the guarantee, e.g. 0.1/n."),
     n: int = typer.Option(..., "--n", help="Number of records in the data set."),
     chains: int = typer.Option(1, "--chains", help="Number of chains (their costs compose)."),
-    accountant: str = typer.Option("pld", "--accountant", help="pld (tight), rdp or zcdp."),
+    accountant: Optional[str] = typer.Option(
+        None, "--accountant",
+        help="pld, rdp, zcdp or rdp-direct (dp-barker). Default: the tightest that applies "
+        "(pld; rdp-direct for dp-barker, whose rdp is 002 Thm 2 as published).",
+    ),
     relation: str = typer.Option(
         accounting.RELATION,
         "--relation",
@@ -147,6 +151,8 @@ def budget(
     given = dict(tau=tau, tau_l=tau_l, tau_g=tau_g, leapfrog_steps=leapfrog_steps, batch_size=batch_size,
                  noise_multiplier=noise_multiplier, n0=n0)
     params = _algorithm_params(algorithm, given)
+    if accountant is None:
+        accountant = accounting.supported_accountants(algorithm)[0]
     if relation not in accounting.RELATIONS:
         _fail(f"--relation must be one of {', '.join(accounting.RELATIONS)}, got {relation!r}")
     if compare and not any(
@@ -180,7 +186,7 @@ def budget(
 
 @app.command("audit")
 def audit_command(
-    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht or minibatch-penalty."),
+    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht, minibatch-penalty or dp-barker."),
     epsilon: Optional[float] = typer.Option(
         None, "--epsilon", help="ε the sampler is configured to claim for one audited run (default 3)."
     ),
@@ -189,7 +195,7 @@ def audit_command(
         None, "--trials", help="Runs per neighbouring data set, half of them for calibration (default 1000000)."
     ),
     iterations: Optional[int] = typer.Option(
-        None, "--iterations", help="Iterations per run (default 5 for dp-penalty, 2 for dp-hmc)."
+        None, "--iterations", help="Iterations per run (default 5 for dp-penalty and minibatch-penalty, 2 for dp-hmc, 3 for dp-sgld and dp-sgnht, 8 for dp-barker)."
     ),
     confidence: Optional[float] = typer.Option(None, "--confidence", help="Confidence of the bound (default 0.95)."),
     statistic: str = typer.Option(

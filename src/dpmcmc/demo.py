@@ -82,7 +82,8 @@ def print_budget_table(file=None, **kwargs) -> None:
     table = Table()
     table.add_column("algorithm")
     table.add_column("ε", justify="right")
-    for acc in accounting.ACCOUNTANTS:
+    shown = [acc for acc in accounting.ACCOUNTANTS if any(acc in row for row in rows)]
+    for acc in shown:
         table.add_column(acc, justify="right")
     table.add_column("pld / zcdp", justify="right")
     for row in rows:
@@ -90,7 +91,7 @@ def print_budget_table(file=None, **kwargs) -> None:
         table.add_row(
             row["algorithm"],
             f"{row['epsilon']:g}",
-            *(str(row.get(acc, "—")) for acc in accounting.ACCOUNTANTS),
+            *(str(row.get(acc, "—")) for acc in shown),
             ratio,
         )
     console.print(table)

@@ -36,9 +36,11 @@ from .pld import subsampled_gaussian_delta, subsampled_gaussian_epsilon
 from .rdp import (
     MAX_ORDER,
     barker_orders,
+    barker_direct_rdp,
     barker_rdp,
     default_orders,
     gaussian_rdp,
+    conversion_offset,
     rdp_to_epsilon,
     subsampled_rdp,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "Release",
     "algorithm_params",
     "barker_orders",
+    "barker_direct_rdp",
     "barker_rdp",
     "default_orders",
     "gaussian_delta",
@@ -66,6 +69,7 @@ __all__ = [
     "gaussian_rdp",
     "log_gaussian_delta",
     "max_iterations",
+    "conversion_offset",
     "rdp_to_epsilon",
     "releases",
     "spent",

@@ -23,7 +23,12 @@ Conventions (substitute relation; ARCHITECTURE.md):
   legacy pair at σ/2 = √τ, which is not reproduced here.
 * ``dp-barker`` (002 Thm 2 and Cor. 3, 001 Thm 7): one Barker test on a minibatch of size b
   with total noise variance C = 2 and per-example log-likelihood ratios clipped to √b/n₀
-  (n₀ = n without tempering). Only an RDP bound exists.
+  (n₀ = n without tempering). Only RDP bounds exist: ``accountant="rdp-direct"`` (the
+  default, :func:`dpmcmc.accounting.rdp.barker_direct_rdp`: the Rényi divergence of the two
+  Gaussians a neighbouring pair of batches releases, bounded directly, converted to (ε, δ)
+  with the improved conversion of Balle et al. 2020 Thm 21) and ``"rdp"`` (002 Thm 2 and the
+  002 Prop. 3 conversion as published, looser; the held reference values). Both are amplified
+  by WBK Thm 9.
 * ``dp-sgld``, ``dp-sgnht``: one subsampled clipped-gradient sum per iteration with noise
   standard deviation ``noise_multiplier`` × clip bound (σ = noise_multiplier in pld units).
 
@@ -54,6 +59,8 @@ from . import pld as _pld
 from ._checks import check_choice, check_int, check_positive, check_probability
 from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .rdp import (
+    barker_direct_rdp,
+    conversion_offset,
     barker_orders,
     barker_rdp,
     default_orders,
@@ -86,7 +93,9 @@ RELATION = "substitute"
 #: Relations the budget functions accept; "substitute-legacy" only where
 #: :func:`supported_relations` lists it.
 RELATIONS = ("substitute", "substitute-legacy")
-ACCOUNTANTS = ("pld", "rdp", "zcdp")
+ACCOUNTANTS = ("pld", "rdp", "zcdp", "rdp-direct")
+#: The accountants that compose RDP curves ("rdp-direct" only differs for DP Barker).
+RDP_ACCOUNTANTS = ("rdp", "rdp-direct")
 GAUSSIAN = "gaussian"
 SUBSAMPLED_GAUSSIAN = "subsampled-gaussian"
 BARKER = "barker"
@@ -97,7 +106,7 @@ BARKER_NOISE_VARIANCE = 2.0
 _ACCOUNTANTS_BY_KIND = {
     GAUSSIAN: ("pld", "rdp", "zcdp"),
     SUBSAMPLED_GAUSSIAN: ("pld", "rdp"),
-    BARKER: ("rdp",),
+    BARKER: ("rdp-direct", "rdp"),
 }
 
 
@@ -154,15 +163,20 @@ class Release:
             raise ValueError(f"a {self.kind!r} release has no per-example noise scale")
         return self.sigma * check_positive("bound", bound)
 
-    def rdp(self, orders) -> np.ndarray:
-        """RDP curve ε(α) of one release at integer ``orders`` (amplified if subsampled)."""
+    def rdp(self, orders, direct: bool = False) -> np.ndarray:
+        """RDP curve ε(α) of one release at integer ``orders`` (amplified if subsampled).
+
+        ``direct`` selects, for a ``"barker"`` release, :func:`barker_direct_rdp` instead of 002
+        Thm 2 (:func:`barker_rdp`); other kinds have one curve.
+        """
         if self.kind == GAUSSIAN:
             return gaussian_rdp(orders, self.mu)
         if self.kind == SUBSAMPLED_GAUSSIAN:
             mu = self.mu
             return subsampled_rdp(orders, self.q, lambda js: gaussian_rdp(js, mu))
         b = self.batch_size
-        return subsampled_rdp(orders, self.q, lambda js: barker_rdp(js, b))
+        base = barker_direct_rdp if direct else barker_rdp
+        return subsampled_rdp(orders, self.q, lambda js: base(js, b))
 
     def to_dict(self) -> dict:
         """The non-empty fields as a plain dictionary."""
@@ -353,11 +367,13 @@ class _Accounting:
         self.relation = relation
         self.kinds = {r.kind for r in rels}
         self.gaussian = self.kinds == {GAUSSIAN}
-        if accountant == "rdp":
+        self.is_rdp = accountant in RDP_ACCOUNTANTS
+        if self.is_rdp:
             self.orders = (
                 barker_orders(rels[0].batch_size) if BARKER in self.kinds else default_orders()
             )
-            self.curve = sum(r.per_iteration * r.rdp(self.orders) for r in rels)
+            direct = accountant == "rdp-direct"
+            self.curve = sum(r.per_iteration * r.rdp(self.orders, direct) for r in rels)
         if self.gaussian:
             self.mu_iter = sum(r.per_iteration * r.mu for r in rels)
         if self.kinds == {SUBSAMPLED_GAUSSIAN}:
@@ -367,8 +383,9 @@ class _Accounting:
         return total * self.mu_iter
 
     def epsilon(self, total: int, delta: float) -> tuple[float, dict]:
-        if self.accountant == "rdp":
-            eps, order = rdp_to_epsilon(self.orders, total * self.curve, delta)
+        if self.is_rdp:
+            eps, order = rdp_to_epsilon(self.orders, total * self.curve, delta,
+                                        improved=self.accountant == "rdp-direct")
             return eps, {"rdp_order": order}
         if self.accountant == "zcdp":
             mu = self.total_mu(total)
@@ -395,7 +412,7 @@ class _Accounting:
 
     def guesses(self, epsilon: float, delta: float, chains: int) -> tuple[int, int | None]:
         """(guess, upper guess) for the largest feasible k per chain."""
-        if self.accountant == "rdp":
+        if self.is_rdp:
             return self._rdp_guess(epsilon, delta, chains), None
         if self.accountant == "zcdp":
             return int(zcdp_rho(epsilon, delta) / (chains * self.mu_iter)), None
@@ -421,7 +438,7 @@ class _Accounting:
     def _rdp_guess(self, epsilon, delta, chains, orders=None, curve=None) -> int:
         orders = self.orders if orders is None else orders
         curve = self.curve if curve is None else curve
-        room = epsilon - (-math.log(delta)) / (orders - 1.0)
+        room = epsilon - conversion_offset(orders, delta, improved=self.accountant == "rdp-direct")
         ks = np.floor(room / (chains * curve))
         best = float(np.max(ks))
         return int(best) if best >= 1 else 1
@@ -517,7 +534,8 @@ def max_iterations(
     """Largest number of iterations per chain that keeps all chains within (ε, δ)-DP.
 
     Exact for the chosen accountant: k iterations per chain meet the budget and k + 1 do
-    not (for ``"pld"``: δ(ε; k) ≤ δ < δ(ε; k+1); for ``"rdp"``/``"zcdp"``: ε(k) ≤ ε < ε(k+1)).
+    not (for ``"pld"``: δ(ε; k) ≤ δ < δ(ε; k+1); for the RDP accountants and ``"zcdp"``:
+    ε(k) ≤ ε < ε(k+1)).
 
     Parameters
     ----------
@@ -535,10 +553,11 @@ def max_iterations(
         Number of records.
     chains : int, optional
         Number of chains; they compose.
-    accountant : {"pld", "rdp", "zcdp"}, optional
+    accountant : {"pld", "rdp", "zcdp", "rdp-direct"}, optional
         ``"pld"`` (default) is tight: the Gaussian-composition bound for full-data samplers,
         the numerical PLD of :mod:`dpmcmc.accounting.pld` for subsampled Gaussian samplers.
-        ``"zcdp"`` applies to full-data Gaussian samplers; DP Barker has only ``"rdp"``.
+        ``"zcdp"`` applies to full-data Gaussian samplers. DP Barker has only RDP bounds:
+        ``"rdp-direct"`` (tighter, ours) and ``"rdp"`` (002 Thm 2 as published).
     relation : {"substitute", "substitute-legacy"}, optional
         Neighbouring relation, keyword only. ``"substitute"`` (default; replace one record)
         is valid for every algorithm and accountant. ``"substitute-legacy"`` is accepted only
@@ -599,7 +618,7 @@ def spent(
         Number of records.
     chains : int, optional
         Number of chains.
-    accountant : {"pld", "rdp", "zcdp"}, optional
+    accountant : {"pld", "rdp", "zcdp", "rdp-direct"}, optional
         As in :func:`max_iterations`.
     relation : {"substitute", "substitute-legacy"}, optional
         As in :func:`max_iterations` (keyword only); recorded in the report.

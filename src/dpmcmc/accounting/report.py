@@ -39,7 +39,7 @@ class PrivacyReport:
         releases, which is not a dominating pair for fixed-size batches (δ may be understated;
         see :mod:`dpmcmc.accounting.pld`).
     accountant : str
-        ``"pld"``, ``"rdp"`` or ``"zcdp"``.
+        ``"pld"``, ``"rdp"``, ``"zcdp"`` or ``"rdp-direct"`` (DP Barker).
     algorithm : str
         Algorithm name, e.g. ``"dp-hmc"``.
     iterations : int

@@ -173,20 +173,53 @@ def _real(name: str, value: Any, low: float, high: float) -> float:
 
 # ---------------------------------------------------------------- configuration
 
-def _claimed(entry: AuditEntry, scale: float, model, n: int, iterations: int, delta: float):
+def _claimed(entry: AuditEntry, scale: float, iterations: int, delta: float):
+    """(design, prepared params, report) at noise scale ``scale``.
+
+    The claim is the sampler's default accountant (the tightest that applies, as in
+    :func:`dpmcmc.sample`).
+    """
     spec = SAMPLERS[entry.algorithm]
-    prepared = spec.prepare(entry.params(scale), model, n)
+    design = entry.design(scale)
+    n = int(design.data.shape[0])
+    prepared = spec.prepare(entry.params(scale), design.model, n)
+    accountant = accounting.supported_accountants(entry.algorithm)[0]
     report = accounting.spent(entry.algorithm, iterations, delta, n, chains=1,
-                              **spec.accounting_params(prepared))
-    return prepared, report
+                              accountant=accountant, **spec.accounting_params(prepared))
+    return design, prepared, report
 
 
-def _solve_scale(entry: AuditEntry, model, n: int, iterations: int, delta: float,
-                 epsilon: float) -> float:
-    """The noise scale at which the accountant charges ``epsilon`` for one run."""
+def _solve_integer_scale(excess) -> int:
+    """Smallest integer s ≥ 1 with excess(s) ≤ 0 (excess non-increasing)."""
+    hi = 1
+    while excess(hi) > 0:
+        hi *= 2
+        if hi > 2**30:
+            raise ValueError("epsilon is too small to configure this audit")
+    lo = hi // 2  # excess(lo) > 0, or lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if excess(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _solve_scale(entry: AuditEntry, iterations: int, delta: float, epsilon: float) -> float:
+    """The noise scale at which the accountant charges ``epsilon`` for one run (at most
+    ``epsilon``, as close as an integer scale allows, for ``entry.integer_scale``)."""
+    if entry.integer_scale:
+        def int_excess(s: int) -> float:
+            try:
+                return _claimed(entry, s, iterations, delta)[2].epsilon - epsilon
+            except (ValueError, OverflowError):
+                return math.inf  # too small for the accountant to evaluate: ε is huge
+        return float(_solve_integer_scale(int_excess))
+
     def excess(log_s: float) -> float:
         try:
-            return _claimed(entry, math.exp(log_s), model, n, iterations, delta)[1].epsilon - epsilon
+            return _claimed(entry, math.exp(log_s), iterations, delta)[2].epsilon - epsilon
         except (ValueError, OverflowError):
             return math.inf  # too little noise for the accountant to evaluate: ε is huge
 
@@ -291,7 +324,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
         Runs per data set (calibration and held-out together), ≥ 1000.
     iterations : int, optional
         Iterations per run; default per algorithm (5 for dp-penalty and minibatch-penalty, 2 for
-        dp-hmc, 3 for dp-sgld and dp-sgnht).
+        dp-hmc, 3 for dp-sgld and dp-sgnht, 8 for dp-barker).
     confidence : float, default 0.95
     statistic : {"releases", "draws"}
         Which test the top-level fields of the result report (both are always run).
@@ -328,10 +361,9 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     key = resolve_key(key)
 
     start = time.perf_counter()
-    design = entry.design()
+    scale = _solve_scale(entry, iterations, delta, epsilon)
+    design, prepared, report = _claimed(entry, scale, iterations, delta)
     n = int(design.data.shape[0])
-    scale = _solve_scale(entry, design.model, n, iterations, delta, epsilon)
-    prepared, report = _claimed(entry, scale, design.model, n, iterations, delta)
 
     runner = _make_runner(entry, design, prepared, iterations)
     k_d, k_dp = jax.random.split(key)
