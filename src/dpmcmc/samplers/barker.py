@@ -87,8 +87,8 @@ from dpmcmc.samplers._minibatch import (
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._types import Info, Kernel
-from dpmcmc.samplers.dp_penalty import MODES, DPPenaltyState, propose, update_direction
+from dpmcmc.samplers._types import Kernel
+from dpmcmc.samplers.dp_penalty import MODES, finish_move, init_state, propose
 
 Array = Any
 
@@ -259,10 +259,6 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
         raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
     s = jnp.asarray(proposal_std)
 
-    def init(theta):
-        theta = jnp.asarray(theta)
-        return DPPenaltyState(theta, jnp.ones_like(theta))
-
     def step(key, state):
         k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
         theta = state.position
@@ -272,14 +268,10 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
                              _exact_logistic=_exact_logistic)
         noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = barker_accept(k_acc, noisy, _exact_logistic=_exact_logistic)
-        diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
-        accepted = accepted & ~diverged
-        direction = update_direction(state.direction, i, accepted, mode)
-        new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
-        info = Info(accepted, rel.clip_count.astype(theta.dtype) / b, diverged)
+        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)
         if _audit:
             return new_state, (info, {"delta": rel.value, "noise_variance": rel.noise_variance,
                                       "theta": theta, "theta_new": theta_new, "batch": idx})
         return new_state, info
 
-    return Kernel(init, step)
+    return Kernel(init_state, step)

@@ -37,7 +37,8 @@ from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
 
-__all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose", "update_direction"]
+__all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose", "update_direction",
+           "init_state", "finish_move"]
 
 MODES = ("random-walk", "one-component", "guided-walk")
 
@@ -86,6 +87,27 @@ def update_direction(direction: Array, component: Array, accepted: Array, mode: 
     return direction.at[component].multiply(flip)
 
 
+def init_state(theta: Array) -> DPPenaltyState:
+    """Initial state of a proposal-then-test kernel: ``theta`` with every direction +1."""
+    theta = jnp.asarray(theta)
+    return DPPenaltyState(theta, jnp.ones_like(theta))
+
+
+def finish_move(state: DPPenaltyState, theta_new: Array, component: Array, accepted: Array,
+                nan: Array, clip_fraction: Array, mode: str) -> tuple[DPPenaltyState, Info]:
+    """The end of every DP penalty-style step (DP penalty, minibatch DP penalty, DP Barker).
+
+    A NaN test statistic or a non-finite proposal is a divergence: the move is rejected and
+    counted. Returns the new state and the (non-private) :class:`Info`.
+    """
+    theta = state.position
+    diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
+    accepted = accepted & ~diverged
+    direction = update_direction(state.direction, component, accepted, mode)
+    new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
+    return new_state, Info(accepted, clip_fraction.astype(theta.dtype), diverged)
+
+
 def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
                      mode: str = "random-walk", *, block_size: Optional[int] = None,
                      mesh=None, _correction: bool = True, _audit: bool = False) -> Kernel:
@@ -126,10 +148,6 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     temp = model.temperature
     s = jnp.asarray(proposal_std)
 
-    def init(theta):
-        theta = jnp.asarray(theta)
-        return DPPenaltyState(theta, jnp.ones_like(theta))
-
     def step(key, state):
         k_prop, k_noise, k_acc = jax.random.split(key, 3)
         theta = state.position
@@ -138,14 +156,10 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
         noisy_log_ratio = temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
                                        correction=_correction)
-        diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
-        accepted = accepted & ~diverged
-        direction = update_direction(state.direction, i, accepted, mode)
-        new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
-        info = Info(accepted, rel.clip_count.astype(theta.dtype) / n, diverged)
+        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / n, mode)
         if _audit:
             return new_state, (info, {"llr": rel.value, "llr_sigma": rel.sigma, "theta": theta,
                                       "theta_new": theta_new})
         return new_state, info
 
-    return Kernel(init, step)
+    return Kernel(init_state, step)

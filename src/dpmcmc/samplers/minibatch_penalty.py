@@ -69,8 +69,8 @@ from dpmcmc.samplers._minibatch import (
     sample_batch_indices,
 )
 from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._types import Info, Kernel
-from dpmcmc.samplers.dp_penalty import MODES, DPPenaltyState, propose, update_direction
+from dpmcmc.samplers._types import Kernel
+from dpmcmc.samplers.dp_penalty import MODES, finish_move, init_state, propose
 
 Array = Any
 
@@ -211,10 +211,6 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
         raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
     s = jnp.asarray(proposal_std)
 
-    def init(theta):
-        theta = jnp.asarray(theta)
-        return DPPenaltyState(theta, jnp.ones_like(theta))
-
     def step(key, state):
         k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
         theta = state.position
@@ -224,15 +220,11 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
                                     tau, clip, _variance_correction=_variance_correction)
         noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = penalty_accept(k_acc, noisy, rel.sigma)
-        diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
-        accepted = accepted & ~diverged
-        direction = update_direction(state.direction, i, accepted, mode)
-        new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
-        info = Info(accepted, rel.clip_count.astype(theta.dtype) / b, diverged)
+        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)
         if _audit:
             return new_state, (info, {"llr": rel.value, "llr_sigma": rel.sigma,
                                       "sensitivity": rel.sensitivity, "theta": theta,
                                       "theta_new": theta_new, "batch": idx})
         return new_state, info
 
-    return Kernel(init, step)
+    return Kernel(init_state, step)
