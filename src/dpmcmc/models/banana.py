@@ -174,8 +174,10 @@ def banana(
 
     def grad_log_likelihood_batch(theta, data):
         g = (data - mean_of(theta)[None, :]) * jnp.asarray(tau_np, data.dtype)
-        # Chain rule through g^{-1}: d mean_2 / d theta_1 = 2 a (theta_1 - m).
-        return g.at[:, 0].add(g[:, 1] * (2.0 * a * (theta[0] - m)))
+        # Chain rule through g^{-1}: d mean_2 / d theta_1 = 2 a (theta_1 - m). Built by
+        # concatenation, not `.at[:, 0].add`, which XLA on CPU runs as a scatter.
+        g0 = g[:, :1] + g[:, 1:2] * (2.0 * a * (theta[0] - m))
+        return jnp.concatenate([g0, g[:, 1:]], axis=1)
 
     def log_prior(theta):
         z = mean_of(theta)
