@@ -94,7 +94,7 @@ def test_mesh_argument_errors():
         dpmcmc.sample(p.model, p.data, "dp-penalty", delta=1e-5, iterations=5, tau=0.17,
                       clip=0.15, proposal_std=0.06, mesh="all-devices", progress=False)
     with pytest.raises(ValueError, match="mesh"):
-        check_mesh(mesh, "dp-sgld")
+        check_mesh(mesh, "no-such-algorithm")
     from jax.sharding import Mesh
 
     two_axes = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))

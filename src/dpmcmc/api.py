@@ -163,10 +163,15 @@ def sample(
         not depend on it.
     mesh : jax.sharding.Mesh, optional
         Split the data rows over the devices of this one-axis mesh (e.g.
-        ``dpmcmc.samplers._sharding.data_mesh()``); sums become cross-device reductions and the
-        noise is still drawn once on the reduced value. Full-data algorithms only ("rwmh",
-        "hmc", "dp-penalty", "dp-hmc"). The draws equal the unsharded ones up to the rounding of
-        the reordered sums. See docs/scaling.md (multi-host use via ``jax.distributed``).
+        ``dpmcmc.samplers._sharding.data_mesh()``); the noise is still drawn once, on the
+        assembled statistic, never per device. Full-data algorithms ("rwmh", "hmc",
+        "dp-penalty", "dp-hmc"): every pass sums its rows on each device and the partial sums
+        are combined across devices; the draws equal the unsharded ones up to the rounding of
+        the reordered sums. Subsampled algorithms ("dp-barker", "minibatch-penalty", "dp-sgld",
+        "dp-sgnht"): each device gathers the batch rows it holds and the ``b`` rows are
+        assembled across devices (no device holds all ``n`` rows); the draws are bit-identical
+        to the unsharded ones, in secure mode too. See docs/scaling.md (multi-host use via
+        ``jax.distributed``).
     _on_chunk : callable, optional
         Testing hook, called with the driver's ``RunProgress`` after each chunk (after the
         checkpoint is written). Not for real runs.
@@ -296,12 +301,18 @@ def sample(
     run_key = jax.random.split(key)[1]
 
     # --- the run ----------------------------------------------------------------------------
-    kernel_data = jnp.asarray(data_arr)
-    if mesh is not None:
-        from .samplers._sharding import shard_data
+    if mesh is None:
+        kernel_data = jnp.asarray(data_arr)
+    else:
+        from .samplers._sharding import SUBSAMPLED, shard_data, shard_rows
 
-        kernel_data = shard_data(kernel_data, mesh, model=model, block_size=prepared.get("block_size"),
-                                 grad_dtype=prepared.get("grad_dtype"))
+        if algorithm in SUBSAMPLED:
+            # From the host array: each device receives only its own rows.
+            kernel_data = shard_rows(data_arr, mesh)
+        else:
+            kernel_data = shard_data(data_arr, mesh, model=model,
+                                     block_size=prepared.get("block_size"),
+                                     grad_dtype=prepared.get("grad_dtype"))
     kernel = spec.build(model, kernel_data, prepared)
     chunk_size = None
     on_chunk = _on_chunk

@@ -10,7 +10,8 @@ of :mod:`dpmcmc.accounting.pld`) assumes a batch that is a uniformly random subs
 Per-example work on a batch (:func:`batch_llr`, :func:`clipped_batch_llr`,
 :func:`batch_llr_moments`) builds on :mod:`dpmcmc.samplers._per_example` (model evaluation) and
 :mod:`dpmcmc.samplers._clip` (clipping rules, including the audit's miscalibration hook), so that
-a subsampled sampler reads the data only through :func:`batch_rows` and these functions.
+a subsampled sampler reads the data only through :func:`batch_rows` and these functions. Rows
+split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gathered there.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
 from dpmcmc.samplers._per_example import per_example_grads, per_example_loglik
+from dpmcmc.samplers._sharding import ShardedRows, gather_rows
 
 Array = Any
 
@@ -116,7 +118,14 @@ def sample_batch_indices(key: Array, n: int, batch_size: int) -> Array:
 
 
 def batch_rows(data: Array, idx: Array) -> Array:
-    """The rows ``data[idx]`` of a batch (a gather of ``b`` rows)."""
+    """The rows ``data[idx]`` of a batch (a gather of ``b`` rows).
+
+    ``data`` is an array, or rows split over a device mesh by
+    :func:`dpmcmc.samplers._sharding.shard_rows`; those are gathered without any device holding
+    all ``n`` rows, and the result is bit for bit the same (:func:`dpmcmc.samplers._sharding.gather_rows`).
+    """
+    if isinstance(data, ShardedRows):
+        return gather_rows(data, idx)
     return jnp.take(data, idx, axis=0)
 
 

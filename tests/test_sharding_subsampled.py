@@ -1,0 +1,160 @@
+"""Subsampled samplers with the data rows split over a device mesh.
+
+The multi-device part runs in a subprocess, because XLA_FLAGS=--xla_force_host_platform_device_count
+must be set before JAX initialises. Tolerance: NONE. Sharding changes only how the b rows of a
+batch are gathered (masked local gathers, then an integer psum of their bit patterns with exactly
+one owner per row), so the batch, the per-example values, their order and the released sums are
+those of the unsharded run, and the draws must be bit-identical (compared with np.array_equal).
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+from dpmcmc.models import preset
+from dpmcmc.samplers._sharding import SUBSAMPLED, check_mesh, data_mesh, shard_rows
+
+_CHILD = textwrap.dedent(r"""
+    import json, os, re, time
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import dpmcmc
+    from dpmcmc.models import preset
+    from dpmcmc.samplers import ALGORITHMS
+    from dpmcmc.samplers._minibatch import batch_rows
+    from dpmcmc.samplers._sharding import data_mesh, shard_rows
+    from dpmcmc.secure import secure_key
+
+    out = {"devices": len(jax.devices())}
+    mesh = data_mesh()
+    N = 10003                          # 4 x 2501 - 1: the last device holds one padding row
+    p = preset("banana-2d", n=N)
+
+    # 1. The gather alone, on values a float sum could alter: -0.0, NaN payloads, subnormals.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N, 3))
+    x[5, 0] = -0.0
+    x[2501, 1] = np.frombuffer(np.uint64(0x7FF8000000000123).tobytes(), np.float64)[0]
+    x[7000, 2] = 5e-324
+    x[N - 1] = [np.inf, -np.inf, -0.0]
+    sx = shard_rows(x, mesh)
+    out["shard_shapes"] = sorted({tuple(s.data.shape) for s in sx.blocks[...].addressable_shards})
+    idx = jnp.asarray([0, 5, 2500, 2501, 5002, 7000, 7502, N - 1, N - 2, 3, 5], jnp.int32)
+    got = np.asarray(jax.jit(lambda i: batch_rows(sx, i))(idx))
+    want = x[np.asarray(idx)]
+    out["gather_bits_equal"] = bool(np.array_equal(got.view(np.uint64), want.view(np.uint64)))
+
+    # 2. Same key, same draws, through dpmcmc.sample.
+    runs = {
+        "dp-barker": dict(batch_size=200, proposal_std=0.02),
+        "minibatch-penalty": dict(tau=0.5, batch_size=200, clip=0.5, proposal_std=0.02),
+        "dp-sgld": dict(step_size=1e-5, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
+        "dp-sgnht": dict(step_size=3e-4, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
+    }
+    cases = [(alg, prm, False) for alg, prm in runs.items()]
+    cases.append(("minibatch-penalty", runs["minibatch-penalty"], True))
+    out["identical"], out["moved"], out["seconds"], plain = {}, {}, {}, {}
+    t0 = time.time()
+    for alg, prm, secure in cases:
+        kw = dict(chains=2, iterations=12, key=jax.random.key(3), theta0=np.asarray(p.theta_true),
+                  delta=1e-5, progress=False, **prm)
+        if secure:
+            kw["secure"] = secure_key(5)
+        name = alg + ("/secure" if secure else "")
+        a = dpmcmc.sample(p.model, p.data, alg, **kw).samples
+        b = dpmcmc.sample(p.model, p.data, alg, mesh=mesh, **kw).samples
+        out["identical"][name] = bool(np.array_equal(a, b))
+        out["moved"][name] = float(np.max(np.abs(a[:, -1] - a[:, 0])))
+        if secure:  # secure mode was on: its batches and noise differ from the plain run's
+            out["secure_differs"] = not np.array_equal(a, plain[alg])
+        else:
+            plain[alg] = a
+        out["seconds"][name] = time.time() - t0
+        t0 = time.time()
+
+    # 3. The compiled program: no all-gather, and no buffer holding all N rows.
+    def big_shapes(txt):
+        found = []
+        for ln in txt.splitlines():
+            for dims in re.findall(r"[a-z0-9]+\[([0-9,]+)\]", ln):
+                d = [int(v) for v in dims.split(",") if v]
+                if d and max(d) >= N - 1:
+                    found.append(ln.strip()[:160])
+        return found
+
+    spec = ALGORITHMS["dp-sgld"]
+    prm = spec.prepare(dict(runs["dp-sgld"]), p.model, N)
+    texts = {}
+    for label, data in (("sharded", shard_rows(np.asarray(p.data, np.float64), mesh)),
+                        ("plain", jnp.asarray(p.data, jnp.float64))):
+        kernel = spec.build(p.model, data, prm)
+        state = jax.vmap(kernel.init)(jnp.tile(p.theta_true, (2, 1)))
+        keys = jax.random.split(jax.random.key(0), 2)
+        texts[label] = jax.jit(jax.vmap(kernel.step)).lower(keys, state).compile().as_text()
+    sh = texts["sharded"]
+    out["all_gather"] = "all-gather" in sh
+    out["big_sharded"] = big_shapes(sh)
+    out["big_plain"] = big_shapes(texts["plain"])   # the detector's power: a closed-over array
+    out["param_sharded"] = bool(re.search(r"f64\[1,2501,2\]\S* parameter\(\d+\), sharding=\{devices=\[4",
+                                          sh))
+    out["batch_allreduce"] = bool(re.search(r"u64\[2,200,2\]\S* all-reduce\(", sh))
+    print("RESULT" + json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def child():
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    out = json.loads(line[len("RESULT"):])
+    assert out["devices"] == 4
+    return out
+
+
+def test_gather_is_bit_exact_on_four_host_devices(child):
+    # 10003 rows over 4 devices: 2501 per device (one padding row on the last).
+    assert child["shard_shapes"] == [[1, 2501, 3]]
+    assert child["gather_bits_equal"]
+
+
+def test_sharded_draws_equal_unsharded_draws(child):
+    assert set(child["identical"]) == set(SUBSAMPLED) | {"minibatch-penalty/secure"}
+    assert child["secure_differs"]
+    for name, same in child["identical"].items():
+        assert child["moved"][name] > 1e-4, name  # the chains moved: the comparison has power
+        assert same, name
+
+
+def test_compiled_program_never_holds_all_rows(child):
+    assert not child["all_gather"]
+    assert child["big_sharded"] == [], child["big_sharded"]
+    # The same check flags the unsharded kernel, whose closed-over data are a constant.
+    assert any("constant" in ln for ln in child["big_plain"]), child["big_plain"]
+    # The rows enter as a sharded parameter; a batch is assembled by one all-reduce of b rows.
+    assert child["param_sharded"]
+    assert child["batch_allreduce"]
+
+
+def test_mesh_arguments_for_subsampled_samplers():
+    mesh = data_mesh(jax.devices()[:1])
+    for alg in SUBSAMPLED:
+        assert check_mesh(mesh, alg) == "rows"
+    with pytest.raises(ValueError, match="mesh"):
+        check_mesh(mesh, "no-such-algorithm")
+    p = preset("banana-2d", n=50)
+    with pytest.raises(TypeError, match="mesh"):
+        shard_rows(p.data, "all-devices")
+    with pytest.raises(ValueError, match="axis_name"):
+        shard_rows(p.data, mesh, axis_name="cols")
+    rows = shard_rows(p.data, mesh)
+    assert rows.shape == (50, 2) and rows.block_size == 50
