@@ -6,10 +6,6 @@ its blocks, compensated, then one psum), so every released sum agrees to float64
 (≲ 1e-12 relative); the chains then agree to 1e-9 absolute over 25 iterations unless an accept
 test falls within ~1e-12 of its threshold, which has negligible probability at these sizes.
 """
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -19,6 +15,8 @@ import pytest
 import dpmcmc
 from dpmcmc.models import preset
 from dpmcmc.samplers._sharding import check_mesh, data_mesh, shard_data
+
+from host_devices import run_child
 
 _CHILD = textwrap.dedent(r"""
     import json, os
@@ -70,14 +68,7 @@ _CHILD = textwrap.dedent(r"""
 
 
 def test_sharded_equals_unsharded_on_four_host_devices():
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    out = json.loads(line[len("RESULT"):])
-    assert out["devices"] == 4
+    out = run_child(_CHILD)
     # 10011 rows in blocks of 512 = 20 blocks (the last one padded), 5 per device.
     assert out["shard_shapes"] == [[5, 2, 512]]
     for name, err in out["rel_err"].items():

@@ -6,18 +6,15 @@ batch are gathered (masked local gathers, then an integer psum of their bit patt
 one owner per row), so the batch, the per-example values, their order and the released sums are
 those of the unsharded run, and the draws must be bit-identical (compared with np.array_equal).
 """
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax
-import numpy as np
 import pytest
 
 from dpmcmc.models import preset
 from dpmcmc.samplers._sharding import SUBSAMPLED, check_mesh, data_mesh, shard_rows
+
+from host_devices import run_child
 
 _CHILD = textwrap.dedent(r"""
     import json, os, re, time
@@ -110,14 +107,7 @@ _CHILD = textwrap.dedent(r"""
 
 @pytest.fixture(scope="module")
 def child():
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
-                          env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    out = json.loads(line[len("RESULT"):])
-    assert out["devices"] == 4
+    out = run_child(_CHILD)
     return out
 
 

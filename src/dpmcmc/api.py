@@ -301,19 +301,9 @@ def sample(
     run_key = jax.random.split(key)[1]
 
     # --- the run ----------------------------------------------------------------------------
-    if mesh is None:
-        kernel_data = jnp.asarray(data_arr)
-    else:
-        from .samplers._sharding import SUBSAMPLED, shard_data, shard_rows
-
-        if algorithm in SUBSAMPLED:
-            # From the host array: each device receives only its own rows.
-            kernel_data = shard_rows(data_arr, mesh)
-        else:
-            kernel_data = shard_data(data_arr, mesh, model=model,
-                                     block_size=prepared.get("block_size"),
-                                     grad_dtype=prepared.get("grad_dtype"))
-    kernel = spec.build(model, kernel_data, prepared)
+    # The kernel is built inside the compiled program from the laid-out data, which enter it as
+    # an argument: never a constant copy in the executable, and sharded over the mesh if given.
+    kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh)
     chunk_size = None
     on_chunk = _on_chunk
     if ckpt_path is not None:
@@ -328,8 +318,9 @@ def sample(
             saver.write(progress_so_far)
             if _on_chunk is not None:
                 _on_chunk(progress_so_far)
-    positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
-                                  progress=progress, chunk_size=chunk_size, secure_secret=secret,
+    positions, infos = run_chains(kernel.build, jnp.asarray(theta0_arr), run_key, iterations,
+                                  data=kernel.data, progress=progress, chunk_size=chunk_size,
+                                  secure_secret=secret,
                                   resume=None if saved is None else saved["progress"],
                                   on_chunk=on_chunk)
 
@@ -347,6 +338,40 @@ def sample(
         model_name=model.name,
         secure=secret is not None,
     )
+
+
+# ------------------------------------------------------------------------------ the run's kernel
+
+def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algorithm: str,
+                mesh: Any = None):
+    """The run's kernel builder and its data, as a ``DataKernel`` for the chain driver.
+
+    The data are laid out here, once, from the host array: in blocks (``PreparedData``, with the
+    gradient-dtype copy DP-HMC uses) for the full-data algorithms, as a device array for the
+    subsampled ones; with ``mesh``, split over its devices (``shard_data``/``shard_rows``). The
+    builder reads only the static layout, so the driver can build the kernel inside the compiled
+    program on the traced data. The draws are those of ``spec.build(model, data_arr, prepared)``.
+    """
+    from .samplers._driver import DataKernel
+    from .samplers._per_example import prepare_data
+    from .samplers._sharding import FULL_DATA, shard_data, shard_rows
+
+    full_data = algorithm in FULL_DATA
+    layout = dict(model=model, block_size=prepared.get("block_size"),
+                  grad_dtype=prepared.get("grad_dtype"))
+    if mesh is None:
+        # Laid out as the builder would (same block size, layout and gradient dtype).
+        data = prepare_data(data_arr, **layout) if full_data else jnp.asarray(data_arr)
+    elif full_data:
+        data = shard_data(data_arr, mesh, **layout)
+    else:
+        # From the host array: each device receives only its own rows.
+        data = shard_rows(data_arr, mesh)
+
+    def build(d):
+        return spec.build(model, d, prepared)
+
+    return DataKernel(build, data)
 
 
 # ------------------------------------------------------------------------------ secure mode
@@ -468,9 +493,9 @@ class _CheckpointWriter:
             self.fixed["secret"] = np.asarray(secret)
 
     def write_start(self, kernel, theta0):
-        from .samplers._driver import RunProgress
+        from .samplers._driver import RunProgress, _init_states
 
-        state = jax.jit(jax.vmap(kernel.init))(jnp.asarray(theta0, dtype=jnp.result_type(float)))
+        state = _init_states(kernel, jnp.asarray(theta0, dtype=jnp.result_type(float)))
         # The infos' structure is known only after a step; an empty checkpoint stores none and
         # the driver rebuilds empty infos from the kernel when it resumes at iteration 0.
         self.write(RunProgress(state, np.zeros((theta0.shape[0], 0, theta0.shape[1])), None, 0))

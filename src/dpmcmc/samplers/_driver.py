@@ -11,6 +11,20 @@ Two additions serve :func:`dpmcmc.sample`: a run can start from a saved point
 iteration index and the carried state, a resumed run yields exactly the draws of an uninterrupted
 one. In secure mode (``secure_secret``) the privacy noise of every step is drawn from ChaCha20
 keyed by the secret (see :mod:`dpmcmc.samplers._mechanisms`).
+
+Data as an argument
+-------------------
+A kernel closes over its data, and ``jax.jit`` embeds every concrete array a traced function
+closes over in the compiled program as a constant of full size: the data would be copied into the
+executable (twice the memory, a compile time that grows with ``n``) and, under a device mesh,
+replicated on every device. :func:`run_chains` therefore also takes a kernel *builder* and its
+data, ``run_chains(build, theta0, key, num_iterations, data=data)``: ``build(data) -> Kernel`` is
+called inside the compiled chunk function (and the compiled state initialisation) on the traced
+data pytree, so the data (a :class:`~dpmcmc.samplers._per_example.PreparedData`, a raw array, or
+the ``jax.Ref`` of :class:`~dpmcmc.samplers._sharding.ShardedRows`) reach the program as
+parameters, sharded as they were placed. :func:`dpmcmc.sample` always runs this way. A ready
+``Kernel`` is still accepted (audits, tests and benchmarks build kernels directly); its data are
+then constants of the program.
 """
 from __future__ import annotations
 
@@ -27,7 +41,7 @@ from dpmcmc.samplers._types import Kernel
 
 Array = Any
 
-__all__ = ["run_chains", "RunProgress", "DEFAULT_PROGRESS_CHUNKS"]
+__all__ = ["run_chains", "RunProgress", "DataKernel", "DEFAULT_PROGRESS_CHUNKS"]
 
 
 class RunProgress(NamedTuple):
@@ -55,48 +69,127 @@ class RunProgress(NamedTuple):
 DEFAULT_PROGRESS_CHUNKS = 20
 
 
-def _make_chunk_runner(kernel: Kernel, length: int, state, chain_keys, secure: bool = False):
+class DataKernel:
+    """A kernel builder together with the data it is built on.
+
+    The driver calls ``build(data)`` inside its compiled functions, on the traced ``data``, so
+    the data are arguments of the compiled program and never constants in it.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(data) -> Kernel``. It must read only static properties of ``data`` (shapes,
+        dtypes, the static fields of a ``PreparedData``), never its values: it runs on tracers.
+    data : pytree
+        The kernel's data: an array, a ``PreparedData`` or a ``ShardedRows``.
+
+    Attributes ``init`` and ``step`` are those of ``build(data)`` built on the concrete data, for
+    callers that need a plain kernel (e.g. ``jax.eval_shape``); compiling a function that calls
+    them embeds the data again, which is what the driver avoids.
+    """
+
+    __slots__ = ("build", "data", "_concrete")
+
+    def __init__(self, build: Callable[[Any], Kernel], data: Any):
+        if not callable(build):
+            raise TypeError(f"build must be a callable build(data) -> Kernel, got {type(build).__name__}")
+        self.build = build
+        self.data = data
+        self._concrete = None
+
+    def _kernel(self) -> Kernel:
+        if self._concrete is None:
+            self._concrete = self.build(self.data)
+        return self._concrete
+
+    @property
+    def init(self):
+        return self._kernel().init
+
+    @property
+    def step(self):
+        return self._kernel().step
+
+
+def _split(kernel):
+    """``(build, data)`` of a Kernel (closing over its data, ``data=None``) or a DataKernel."""
+    if isinstance(kernel, DataKernel):
+        return kernel.build, kernel.data
+    return (lambda _data: kernel), None
+
+
+def _replicated_sharding(data):
+    """A replicated sharding over the devices of data placed on several devices, else None.
+
+    The chunk program's output state is replicated over the data's mesh; the first chunk must
+    receive its state placed the same way, or the second chunk would compile the program again.
+    """
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    for leaf in jax.tree.leaves(data):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, NamedSharding) and len(sharding.device_set) > 1:
+            return NamedSharding(sharding.mesh, PartitionSpec())
+    return None
+
+
+def _init_states(kernel, theta0: Array):
+    """``vmap(init)`` over the rows of ``theta0``, compiled with the data as an argument."""
+    build, data = _split(kernel)
+    return jax.jit(lambda d, th: jax.vmap(build(d).init)(th))(data, theta0)
+
+
+def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = False):
     """One compiled function for every chunk of a run: ``length`` static, the bounds dynamic.
 
     Iterations ``t >= end`` (the tail of the last chunk) are skipped by a ``lax.cond`` whose
     predicate is shared by all chains, so XLA executes no step for them; their outputs are
     sliced away by the caller. A run therefore compiles exactly once, whatever its length.
 
-    With ``secure`` the compiled function takes the secret ChaCha20 key as its last argument
+    ``kernel`` is a :class:`Kernel` or a :class:`DataKernel`. The compiled function is
+    ``run(state, chain_keys, start, end, secret, data=None)``; for a DataKernel the kernel is
+    built inside it from ``data`` (pass ``kernel.data``), which is thus a parameter of the
+    program, with the sharding it was placed with.
+
+    With ``secure`` the compiled function takes the secret ChaCha20 key as an argument
     (never a constant of the program) and every step is traced inside
     ``_mechanisms._secure_noise`` with its chain index and iteration installed.
     Returns ``(run, info_shape)``.
     """
+    build, data0 = _split(kernel)
     chains = chain_keys.shape[0]
     chain_ids = jnp.arange(chains, dtype=jnp.uint32)
 
-    if secure:
-        def step_one(k, s, c, t):
-            with _mechanisms._noise_position(c, t):
-                return kernel.step(k, s)
+    def stepper(data):
+        step = build(data).step
+        if secure:
+            def step_one(k, s, c, t):
+                with _mechanisms._noise_position(c, t):
+                    return step(k, s)
 
-        def step_all(keys, s, t):
-            return jax.vmap(step_one, in_axes=(0, 0, 0, None))(keys, s, chain_ids, t)
-    else:
-        def step_all(keys, s, t):
-            return jax.vmap(kernel.step)(keys, s)
+            def step_all(keys, s, t):
+                return jax.vmap(step_one, in_axes=(0, 0, 0, None))(keys, s, chain_ids, t)
+        else:
+            def step_all(keys, s, t):
+                return jax.vmap(step)(keys, s)
+        return step_all
 
     def iteration_keys(keys, t):
         return jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
 
-    def shape_of_info(secret):
+    def shape_of_info(secret, data):
         ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
         with ctx:
-            return step_all(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
+            return stepper(data)(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
 
-    info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32))
+    info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32), data0)
 
-    def run(st, keys, start, end, secret):
+    def run(st, keys, start, end, secret, data=None):
         ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
         with ctx:
-            return _run(st, keys, start, end)
+            return _run(stepper(data), st, keys, start, end)
 
-    def _run(st, keys, start, end):
+    def _run(step_all, st, keys, start, end):
         def body(s, t):
             def do(s):
                 s, info = step_all(iteration_keys(keys, t), s, t)
@@ -116,16 +209,22 @@ def _make_chunk_runner(kernel: Kernel, length: int, state, chain_keys, secure: b
     return jax.jit(run), info_shape
 
 
-def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *,
-               progress: bool = True, chunk_size: Optional[int] = None,
+_NO_DATA = object()
+
+
+def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
+               data: Any = _NO_DATA, progress: bool = True, chunk_size: Optional[int] = None,
                secure_secret: Optional[Array] = None, resume: Optional[RunProgress] = None,
                on_chunk: Optional[Callable[[RunProgress], None]] = None):
     """Run independent chains of ``kernel``.
 
     Parameters
     ----------
-    kernel : Kernel
-        ``Kernel(init, step)`` of one chain.
+    kernel : Kernel, or callable ``build(data) -> Kernel`` when ``data`` is given
+        ``Kernel(init, step)`` of one chain, or a builder of it. A builder is called inside the
+        compiled functions on the traced ``data``, so the data are an argument of the compiled
+        program rather than a constant of it (see the module docstring); it may read only static
+        properties of the data (shapes, dtypes, layout), never their values.
     theta0 : array (chains, dim)
         Starting points, one row per chain.
     key : PRNG key
@@ -133,6 +232,10 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
         ``fold_in(chain_key[c], t)``.
     num_iterations : int
         Iterations per chain (≥ 1).
+    data : pytree, optional
+        The data of a kernel builder: an array, a ``PreparedData`` (possibly sharded over a mesh)
+        or a ``ShardedRows``. Required with a builder, refused with a ``Kernel``. The draws equal
+        those of ``run_chains(build(data), ...)``.
     progress : bool, default True
         Show a progress bar (iteration count only) updated between compiled chunks.
     chunk_size : int, optional
@@ -162,6 +265,15 @@ def run_chains(kernel: Kernel, theta0: Array, key: Array, num_iterations: int, *
     infos : Info pytree
         Each field with leading axes ``(chains, num_iterations)``. Not differentially private.
     """
+    if data is _NO_DATA:
+        if not isinstance(kernel, Kernel):
+            raise TypeError("kernel must be a Kernel(init, step), or a callable build(data) -> "
+                            f"Kernel together with data=...; got {type(kernel).__name__} without data")
+    else:
+        if isinstance(kernel, Kernel) or not callable(kernel):
+            raise TypeError("with data=..., kernel must be a callable build(data) -> Kernel, got "
+                            f"{type(kernel).__name__}")
+        kernel = DataKernel(kernel, data)
     if (isinstance(num_iterations, bool) or not isinstance(num_iterations, numbers.Integral)
             or num_iterations < 1):
         raise ValueError(f"num_iterations must be a positive integer, got {num_iterations!r}")
@@ -215,9 +327,10 @@ def _restore(template, given, what):
 def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress, secure,
                 secret, resume, on_chunk):
     chain_keys = jax.random.split(key, chains)
-    state = jax.jit(jax.vmap(kernel.init))(theta0)
+    state = _init_states(kernel, theta0)
     runner, info_shape = _make_chunk_runner(kernel, chunk_size, state, chain_keys, secure)
     secret_arg = secret if secure else jnp.zeros(8, jnp.uint32)
+    data = _split(kernel)[1]
     positions, infos = [], []
     done = 0
     if resume is not None:
@@ -234,6 +347,10 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
                 lambda a: jax.ShapeDtypeStruct((a.shape[0], done) + a.shape[1:], a.dtype), info_shape)
             positions.append(pos0)
             infos.append(_restore(info_template, resume.infos, "infos"))
+
+    replicated = _replicated_sharding(data)
+    if replicated is not None:
+        state = jax.device_put(state, replicated)
 
     def so_far():
         if not positions:
@@ -256,7 +373,7 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
         while done < num_iterations:
             length = min(chunk_size, num_iterations - done)
             state, (pos, info) = runner(state, chain_keys, jnp.uint32(done),
-                                        jnp.uint32(done + length), secret_arg)
+                                        jnp.uint32(done + length), secret_arg, data)
             if length < chunk_size:
                 pos = pos[:, :length]
                 info = jax.tree.map(lambda a: a[:, :length], info)
@@ -278,3 +395,22 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
     pos = jnp.concatenate(positions, axis=1)
     info = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *infos)
     return pos, info
+
+
+def _compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
+                    data: Any = _NO_DATA, secure_secret: Optional[Array] = None):
+    """The compiled chunk program of a run, as ``run_chains`` would compile it (not run).
+
+    For inspection: ``_compiled_chunk(...).as_text()`` is the optimised HLO, where tests check
+    that no data array is a constant of the program. Arguments as in :func:`run_chains`.
+    """
+    if data is not _NO_DATA:
+        kernel = DataKernel(kernel, data)
+    theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
+    chain_keys = jax.random.split(key, theta0.shape[0])
+    state = _init_states(kernel, theta0)
+    secure = secure_secret is not None
+    runner, _ = _make_chunk_runner(kernel, int(length), state, chain_keys, secure)
+    secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
+    return runner.lower(state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret,
+                        _split(kernel)[1]).compile()

@@ -1,0 +1,227 @@
+"""The chain driver passes the kernel's data to the compiled run as an argument.
+
+``jax.jit`` embeds every concrete array a traced function closes over as a constant of the
+compiled program, so a kernel closing over its data would copy all ``n`` rows into the executable
+(and, under a mesh, into every device's program). ``dpmcmc.sample`` therefore hands the driver a
+kernel builder and the laid-out data (``run_chains(build, ..., data=...)``), and the kernel is
+built inside the compiled program on the traced data. Checked here on the optimised HLO text of
+the compiled chunk program: no constant has as many elements as the data have rows, the data are
+entry parameters, and the old closure path does hold the full-size constant (so the check can
+fail). The draws are bit-identical to those of the closure path: the same operations run on the
+same values, only read from a parameter instead of a constant.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpmcmc
+from dpmcmc import api
+from dpmcmc.models import preset
+from dpmcmc.samplers import ALGORITHMS, Kernel, run_chains
+from dpmcmc.samplers import _driver
+from dpmcmc.secure import secure_key
+
+from host_devices import run_child
+
+# n > 2 * 4096, so the full-data samplers use blocks of 4096 rows on the CPU (3 blocks, padded).
+N = 9001
+PARAMS = {
+    "dp-penalty": dict(tau=0.17, proposal_std=0.06, clip=0.15),
+    "dp-hmc": dict(tau_l=0.1, tau_g=0.55, step_size=0.006, leapfrog_steps=3, clip=0.1,
+                   grad_clip=0.05),
+    "minibatch-penalty": dict(tau=1.0, batch_size=100, clip=0.2, proposal_std=0.01),
+}
+CHAINS = 2
+
+_CONSTANT = re.compile(r"=\s*(\w+)\[([\d,]*)\]\S*\s+constant\(")
+_PARAMETER = re.compile(r"=\s*(\w+)\[([\d,]*)\]\S*\s+parameter\((\d+)\)(.*)")
+
+
+def constant_sizes(hlo: str) -> list:
+    """``(dtype, shape, elements)`` of every array constant in an HLO text."""
+    out = []
+    for dtype, dims in _CONSTANT.findall(hlo):
+        shape = tuple(int(d) for d in dims.split(",") if d)
+        out.append((dtype, shape, int(np.prod(shape, dtype=np.int64))))
+    return out
+
+
+def entry_parameters(hlo: str) -> list:
+    """``(dtype, shape, rest of line)`` of the entry computation's parameters."""
+    entry = hlo[hlo.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    return [(dt, tuple(int(d) for d in dims.split(",") if d), rest)
+            for dt, dims, _, rest in _PARAMETER.findall(entry)]
+
+
+@pytest.fixture(scope="module")
+def banana():
+    p = preset("banana-2d", n=N, key=jax.random.key(0))
+    return p.model, api.validate_data(p.data), np.tile(np.asarray(p.theta_true), (CHAINS, 1))
+
+
+def both_paths(algorithm, model, data):
+    """The run's kernel as ``dpmcmc.sample`` builds it, and the old closure kernel."""
+    spec = ALGORITHMS[algorithm]
+    prepared = spec.prepare(dict(PARAMS[algorithm]), model, data.shape[0])
+    bound = api._run_kernel(spec, model, data, prepared, algorithm)
+    closure = spec.build(model, jnp.asarray(data), prepared)
+    return bound, closure
+
+
+@pytest.mark.parametrize("algorithm", sorted(PARAMS))
+def test_compiled_run_holds_no_data_constant(banana, algorithm):
+    model, data, theta0 = banana
+    bound, closure = both_paths(algorithm, model, data)
+    key = jax.random.key(1)
+    new = _driver._compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
+    old = _driver._compiled_chunk(closure, theta0, key, 4).as_text()
+    # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
+    # below is able to fail.
+    assert max(size for _, _, size in constant_sizes(old)) >= N
+    # The argument path holds no constant anywhere near the data's size (the largest ones are
+    # small tables of the model and the sampler).
+    assert max((size for _, _, size in constant_sizes(new)), default=0) < N // 10
+    # ... and reads the data from entry parameters of the data's full shape and dtype(s).
+    data_leaves = [a for a in jax.tree.leaves(bound.data)]
+    params = entry_parameters(new)
+    for leaf in data_leaves:
+        assert (str(jnp.dtype(leaf.dtype)).replace("float", "f").replace("bool", "pred"),
+                tuple(leaf.shape)) in {(dt, shape) for dt, shape, _ in params}
+    if algorithm == "dp-hmc":
+        # DP-HMC's float32 copy for the gradient passes is a parameter too.
+        assert any(dt == "f32" and shape == (3, 4096, 2) for dt, shape, _ in params)
+
+
+@pytest.mark.parametrize("algorithm", sorted(PARAMS))
+def test_sample_draws_equal_the_closure_path(banana, algorithm):
+    """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run."""
+    model, data, theta0 = banana
+    key = jax.random.key(5)
+    res = dpmcmc.sample(model, data, algorithm, chains=CHAINS, iterations=12, key=key,
+                        theta0=theta0, delta=1e-5, progress=False, **PARAMS[algorithm])
+    _, closure = both_paths(algorithm, model, data)
+    # dpmcmc.sample runs the chains with the second half of its key.
+    pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], 12,
+                           progress=False)
+    np.testing.assert_array_equal(res.samples, np.asarray(pos))
+    np.testing.assert_array_equal(res.diagnostics.acceptance_rate,
+                                  np.asarray(jnp.mean(info.accepted.astype(jnp.float64), axis=1)))
+    np.testing.assert_array_equal(res.diagnostics.clip_fraction,
+                                  np.asarray(jnp.mean(info.clip_fraction, axis=1)))
+    # Non-trivial: the chains moved.
+    assert np.max(np.abs(res.samples[:, -1] - res.samples[:, 0])) > 0
+
+
+def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
+    """Secure mode and chunked runs: same draws; the builder is traced a fixed number of times."""
+    model, data, theta0 = banana
+    bound, closure = both_paths("dp-penalty", model, data)
+    calls = []
+
+    def build(d):
+        calls.append(type(d).__name__)
+        return bound.build(d)
+
+    key = jax.random.key(9)
+    secret = secure_key(3).words
+    a, ia = run_chains(build, theta0, key, 17, data=bound.data, progress=False, chunk_size=5,
+                       secure_secret=secret)
+    # Built for the state init, the Info shape and the one compiled chunk program: never per
+    # chunk (4 chunks here) and never on concrete data.
+    assert len(calls) == 3
+    b, ib = run_chains(closure, theta0, key, 17, progress=False, chunk_size=5,
+                       secure_secret=secret)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for x, y in zip(jax.tree.leaves(ia), jax.tree.leaves(ib)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_run_chains_kernel_and_data_arguments(banana):
+    model, data, theta0 = banana
+    bound, closure = both_paths("dp-penalty", model, data)
+    key = jax.random.key(0)
+    with pytest.raises(TypeError, match="build"):
+        run_chains(closure, theta0, key, 3, data=bound.data, progress=False)
+    with pytest.raises(TypeError, match="kernel"):
+        run_chains(bound.build, theta0, key, 3, progress=False)
+    with pytest.raises(TypeError, match="kernel"):
+        run_chains(object(), theta0, key, 3, data=bound.data, progress=False)
+    assert isinstance(closure, Kernel)
+
+
+_CHILD = textwrap.dedent(r"""
+    import json, os, re
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import dpmcmc
+    from dpmcmc import api
+    from dpmcmc.models import preset
+    from dpmcmc.samplers import ALGORITHMS, _driver
+    from dpmcmc.samplers._sharding import data_mesh
+
+    p = preset("banana-2d", n=16001, key=jax.random.key(0))  # 16 blocks of 1024 rows, 4 per device
+    params = dict(tau=0.17, proposal_std=0.06, clip=0.15, block_size=1024)
+    spec = ALGORITHMS["dp-penalty"]
+    data = api.validate_data(p.data)
+    prepared = spec.prepare(dict(params), p.model, data.shape[0])
+    mesh = data_mesh()
+    bound = api._run_kernel(spec, p.model, data, prepared, "dp-penalty", mesh)
+    theta0 = np.tile(np.asarray(p.theta_true), (2, 1))
+    key = jax.random.key(1)
+    new = _driver._compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
+    old = _driver._compiled_chunk(spec.build(p.model, bound.data, prepared), theta0, key, 4).as_text()
+    out = {"devices": len(jax.devices())}
+    for name, text in (("new", new), ("old", old)):
+        out[name] = {
+            "constants": [[dt, dims] for dt, dims in
+                          re.findall(r"=\s*(\w+)\[([\d,]*)\]\S*\s+constant\(", text)],
+            "parameters": [[dt, dims, rest] for dt, dims, rest in
+                           re.findall(r"=\s*(\w+)\[([\d,]*)\]\S*\s+parameter\(\d+\)(.*)",
+                                      text[text.index("\nENTRY"):])],
+        }
+    # Chunked (the progress bar cuts 9 iterations into 9 chunks): one compilation of the chunk
+    # program all the same.
+    import io, logging
+    log = io.StringIO()
+    logging.getLogger("jax").addHandler(logging.StreamHandler(log))
+    with jax.log_compiles(True):
+        res = dpmcmc.sample(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
+                            theta0=theta0, delta=1e-5, progress=True, mesh=mesh, **params)
+    out["chunk_compilations"] = log.getvalue().count("Compiling jit(run)")
+    ref = dpmcmc.sample(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
+                        theta0=theta0, delta=1e-5, progress=False, **params)
+    out["draw_err"] = float(np.max(np.abs(res.samples - ref.samples)))
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter():
+    """4 forced host devices: each device's program takes its 4 of the 16 blocks as a parameter
+    sharded over the mesh; no constant holds the blocks (the closure path held all 16 on every
+    device); a chunked run compiles its chunk program once."""
+    out = run_child(_CHILD)
+
+    def size(dims):
+        return int(np.prod([int(d) for d in dims.split(",") if d], dtype=np.int64))
+
+    # The closure path: every device's program holds all 16 blocks as a constant.
+    assert ["f64", "16,1024,2"] in out["old"]["constants"]
+    # The argument path: no constant of even one device's share of rows (4 × 1024) ...
+    assert max((size(dims) for _, dims in out["new"]["constants"]), default=0) < 1024
+    # ... and the blocks and the padding mask are parameters of one device's share, split
+    # four ways over the mesh.
+    params = {(dt, dims): rest for dt, dims, rest in out["new"]["parameters"]}
+    assert "devices=[4,1,1]" in params[("f64", "4,1024,2")]
+    assert "devices=[4,1]" in params[("pred", "4,1024")]
+    # The sharded run gives the unsharded draws (to the rounding of reordered sums, see
+    # tests/test_sharding.py for the tolerance).
+    assert out["draw_err"] <= 1e-9
+    assert out["chunk_compilations"] == 1
