@@ -65,28 +65,25 @@ BATCH = 1000
 
 # ---------------------------------------------------------------- timing helpers
 
-def cpu_time(fn, *args, reps=3):
-    """(min CPU seconds, min wall seconds) of ``fn(*args)`` over ``reps`` calls after a warm-up."""
-    jax.block_until_ready(fn(*args))
-    cpu, wall = math.inf, math.inf
-    for _ in range(reps):
-        c0, w0 = time.process_time(), time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        cpu = min(cpu, time.process_time() - c0)
-        wall = min(wall, time.perf_counter() - w0)
-    return cpu, wall
+def interleaved(fns, reps, min_batch_s=0.1):
+    """Min CPU seconds per call of each ``(fn, args)`` in ``fns``, batches timed in turn ``reps`` times.
 
-
-def interleaved(fns, reps):
-    """Min CPU seconds of each ``(fn, args)`` in ``fns``, timed in turn ``reps`` times."""
-    for fn, args in fns.values():
+    Each turn is a batch of calls lasting about ``min_batch_s`` (see ``_timing``: a single short
+    call under-counts its CPU time).
+    """
+    calls = {}
+    for k, (fn, args) in fns.items():
         jax.block_until_ready(fn(*args))
+        c0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        calls[k] = max(1, min(200, math.ceil(min_batch_s / max(time.perf_counter() - c0, 1e-6))))
     best = {k: math.inf for k in fns}
     for _ in range(reps):
         for k, (fn, args) in fns.items():
             c0 = time.process_time()
-            jax.block_until_ready(fn(*args))
-            best[k] = min(best[k], time.process_time() - c0)
+            for _ in range(calls[k]):
+                jax.block_until_ready(fn(*args))
+            best[k] = min(best[k], (time.process_time() - c0) / calls[k])
     return best
 
 

@@ -923,6 +923,24 @@ def _clipped_columns(g: Array, bound: Array, mask: Array, acc) -> tuple[Array, A
     return total, jnp.sum(clipped, dtype=jnp.int32)
 
 
+def _sum_and_count(values: Array, flags: Array) -> tuple[Array, Array]:
+    """``(Σ values, #flags)`` over the last axis as ONE variadic reduction.
+
+    Two separate sums (``jnp.sum(values)``, ``jnp.sum(flags)``) are two XLA fusions, and XLA on
+    CPU duplicates the cheap elementwise producer of ``values`` and ``flags`` (here the
+    per-example log-likelihoods at θ and θ') into both, evaluating the model twice per row. One
+    reduction with two operands is one loop that evaluates it once. DP penalty on the banana
+    (n = 10⁵, 4 chains, clip counts kept as a real run keeps them): 6.2–6.3 → 1.0–1.1 ms per
+    iteration; on the 10-d Gaussian 52–67 → 28–36 ms (one process, interleaved).
+    Not used for the gradient passes: there the per-component sums of ``_clipped_columns`` go
+    to vectorised reductions, and one scalar variadic loop measured 2× slower on DP-HMC.
+    """
+    zero = (jnp.zeros((), values.dtype), jnp.zeros((), jnp.int32))
+    total, count = jax.lax.reduce((values, flags.astype(jnp.int32)), zero,
+                                  lambda a, b: (a[0] + b[0], a[1] + b[1]), (values.ndim - 1,))
+    return total, count
+
+
 # ---------------------------------------------------------------- the passes
 
 def clipped_llr_sum(model, data: Array, theta: Array, theta_new: Array, bound: Optional[Array], *,
@@ -970,7 +988,7 @@ def clipped_llr_sum(model, data: Array, theta: Array, theta_new: Array, bound: O
             clipped = jnp.abs(r) > bound
         c = jnp.where(mask, c, 0.0)
         clipped = clipped & mask
-        return jnp.sum(c), jnp.sum(clipped, dtype=jnp.int32)
+        return _sum_and_count(c, clipped)
 
     args = (theta, theta_new, None if bound is None else jnp.asarray(bound, dtype))
     return _reduce(fn, args, prepared, prepared.blocks)
