@@ -26,7 +26,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/run.py --blackjax
 	$(BIN)/python benchmarks/bench_subsampled.py
 
 clean:

@@ -312,7 +312,8 @@ def machine():
 def write_markdown(out, path):
     L = ["# Subsampled samplers: pass ratio, O(b) cost, sharding", "",
          f"banana-2d, b = {BATCH}, {CHAINS} chains, float64. CPU time (`time.process_time`), one "
-         "XLA thread, min over repeats after warm-up, compile excluded; every ratio is between "
+         "XLA thread, minimum over repeats of the mean over a batch of calls (benchmarks/_timing.py) "
+         "after warm-up, compile excluded; every ratio is between "
          "timings interleaved in one process. Machine: "
          f"{out['machine']['nproc']} cores, {out['machine']['cpu']}, load average at start "
          f"{', '.join(f'{v:.1f}' for v in out['machine']['loadavg_start'])} (shared); "
