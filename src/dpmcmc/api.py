@@ -318,9 +318,8 @@ def sample(
             saver.write(progress_so_far)
             if _on_chunk is not None:
                 _on_chunk(progress_so_far)
-    positions, infos = run_chains(kernel.build, jnp.asarray(theta0_arr), run_key, iterations,
-                                  data=kernel.data, progress=progress, chunk_size=chunk_size,
-                                  secure_secret=secret,
+    positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
+                                  progress=progress, chunk_size=chunk_size, secure_secret=secret,
                                   resume=None if saved is None else saved["progress"],
                                   on_chunk=on_chunk)
 

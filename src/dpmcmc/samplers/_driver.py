@@ -220,11 +220,12 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
 
     Parameters
     ----------
-    kernel : Kernel, or callable ``build(data) -> Kernel`` when ``data`` is given
-        ``Kernel(init, step)`` of one chain, or a builder of it. A builder is called inside the
-        compiled functions on the traced ``data``, so the data are an argument of the compiled
-        program rather than a constant of it (see the module docstring); it may read only static
-        properties of the data (shapes, dtypes, layout), never their values.
+    kernel : Kernel, DataKernel, or callable ``build(data) -> Kernel`` when ``data`` is given
+        ``Kernel(init, step)`` of one chain, or a builder of it (with ``data``, or bundled with
+        its data as a :class:`DataKernel`). A builder is called inside the compiled functions on
+        the traced data, so the data are an argument of the compiled program rather than a
+        constant of it (see the module docstring); it may read only static properties of the
+        data (shapes, dtypes, layout), never their values.
     theta0 : array (chains, dim)
         Starting points, one row per chain.
     key : PRNG key
@@ -266,9 +267,10 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         Each field with leading axes ``(chains, num_iterations)``. Not differentially private.
     """
     if data is _NO_DATA:
-        if not isinstance(kernel, Kernel):
-            raise TypeError("kernel must be a Kernel(init, step), or a callable build(data) -> "
-                            f"Kernel together with data=...; got {type(kernel).__name__} without data")
+        if not isinstance(kernel, (Kernel, DataKernel)):
+            raise TypeError("kernel must be a Kernel(init, step), a DataKernel, or a callable "
+                            "build(data) -> Kernel together with data=...; got "
+                            f"{type(kernel).__name__} without data")
     else:
         if isinstance(kernel, Kernel) or not callable(kernel):
             raise TypeError("with data=..., kernel must be a callable build(data) -> Kernel, got "
