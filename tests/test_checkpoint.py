@@ -91,7 +91,9 @@ def _no_runner(kernel, length, state, chain_keys, secure=False):
     def run(*args):
         raise AssertionError("a finished run was run again")
 
-    info = jax.eval_shape(lambda s: jax.vmap(kernel.step)(jax.vmap(lambda k: jax.random.fold_in(k, 0))(chain_keys), s)[1], state)
+    build, data = _driver._split(kernel)
+    step = build(data).step
+    info = jax.eval_shape(lambda s: jax.vmap(step)(jax.vmap(lambda k: jax.random.fold_in(k, 0))(chain_keys), s)[1], state)
     return run, info
 
 

@@ -82,33 +82,15 @@ class DataKernel:
         dtypes, the static fields of a ``PreparedData``), never its values: it runs on tracers.
     data : pytree
         The kernel's data: an array, a ``PreparedData`` or a ``ShardedRows``.
-
-    Attributes ``init`` and ``step`` are those of ``build(data)`` built on the concrete data, for
-    callers that need a plain kernel (e.g. ``jax.eval_shape``); compiling a function that calls
-    them embeds the data again, which is what the driver avoids.
     """
 
-    __slots__ = ("build", "data", "_concrete")
+    __slots__ = ("build", "data")
 
     def __init__(self, build: Callable[[Any], Kernel], data: Any):
         if not callable(build):
             raise TypeError(f"build must be a callable build(data) -> Kernel, got {type(build).__name__}")
         self.build = build
         self.data = data
-        self._concrete = None
-
-    def _kernel(self) -> Kernel:
-        if self._concrete is None:
-            self._concrete = self.build(self.data)
-        return self._concrete
-
-    @property
-    def init(self):
-        return self._kernel().init
-
-    @property
-    def step(self):
-        return self._kernel().step
 
 
 def _split(kernel):
