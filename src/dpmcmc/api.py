@@ -53,7 +53,8 @@ def validate_data(data: Any) -> np.ndarray:
         raise ValueError("data must have at least one dimension (rows are records), got a scalar")
     if arr.shape[0] == 0 or arr.size == 0:
         raise ValueError(f"data must contain at least one record, got shape {arr.shape}")
-    arr = arr.astype(np.float64 if jax.config.jax_enable_x64 else np.float32)
+    # float64 whatever jax_enable_x64 says: the run is traced with 64-bit types (see sample).
+    arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
         raise ValueError("data contains NaN or inf; clean or drop those records before sampling")
     return arr
@@ -303,31 +304,34 @@ def sample(
     # --- the run ----------------------------------------------------------------------------
     # The kernel is built inside the compiled program from the laid-out data, which enter it as
     # an argument: never a constant copy in the executable, and sharded over the mesh if given.
-    kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh)
-    chunk_size = None
-    on_chunk = _on_chunk
-    if ckpt_path is not None:
-        chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
-        saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
-        if saved is None:
-            # Saved before the first noise draw: an interruption during the first chunk resumes
-            # with this key and report instead of starting (and spending) a second run.
-            saver.write_start(kernel, theta0_arr)
+    # Traced and run with 64-bit JAX types, scoped to this call and thread (the user's global
+    # setting is left as it was): privacy noise is float64 whatever jax_enable_x64 says.
+    with jax.enable_x64(True):
+        kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh)
+        chunk_size = None
+        on_chunk = _on_chunk
+        if ckpt_path is not None:
+            chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
+            saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
+            if saved is None:
+                # Saved before the first noise draw: an interruption during the first chunk resumes
+                # with this key and report instead of starting (and spending) a second run.
+                saver.write_start(kernel, theta0_arr)
 
-        def on_chunk(progress_so_far):
-            saver.write(progress_so_far)
-            if _on_chunk is not None:
-                _on_chunk(progress_so_far)
-    positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
-                                  progress=progress, chunk_size=chunk_size, secure_secret=secret,
-                                  resume=None if saved is None else saved["progress"],
-                                  on_chunk=on_chunk)
+            def on_chunk(progress_so_far):
+                saver.write(progress_so_far)
+                if _on_chunk is not None:
+                    _on_chunk(progress_so_far)
+        positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
+                                      progress=progress, chunk_size=chunk_size, secure_secret=secret,
+                                      resume=None if saved is None else saved["progress"],
+                                      on_chunk=on_chunk)
 
-    diagnostics = NonPrivateDiagnostics(
-        acceptance_rate=np.asarray(jnp.mean(infos.accepted.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32), axis=1)),
-        clip_fraction=np.asarray(jnp.mean(infos.clip_fraction, axis=1)),
-        divergences=np.asarray(jnp.sum(infos.diverged.astype(jnp.int32), axis=1)),
-    )
+        diagnostics = NonPrivateDiagnostics(
+            acceptance_rate=np.asarray(jnp.mean(infos.accepted.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32), axis=1)),
+            clip_fraction=np.asarray(jnp.mean(infos.clip_fraction, axis=1)),
+            divergences=np.asarray(jnp.sum(infos.diverged.astype(jnp.int32), axis=1)),
+        )
     return Result(
         samples=np.asarray(positions),
         privacy=report,
@@ -367,8 +371,11 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
         # From the host array: each device receives only its own rows.
         data = shard_rows(data_arr, mesh)
 
-    def build(d):
-        return spec.build(model, d, prepared)
+    def build(d, noise=None):
+        # The chain driver passes its noise source (the run's secret) in secure mode only.
+        if noise is None:
+            return spec.build(model, d, prepared)
+        return spec.build(model, d, prepared, noise=noise)
 
     return DataKernel(build, data)
 

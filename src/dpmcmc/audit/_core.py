@@ -18,7 +18,7 @@ from dpmcmc._keys import resolve_key
 from dpmcmc.audit._designs import AUDITS, AuditEntry
 from dpmcmc.audit._stats import AuditOutcome, evaluate_threshold, select_threshold
 from dpmcmc.samplers import ALGORITHMS as SAMPLERS
-from dpmcmc.samplers import _mechanisms
+from dpmcmc.samplers._mechanisms import NoiseSource
 
 __all__ = ["AuditResult", "audit", "STATISTICS", "DEFAULTS"]
 
@@ -76,7 +76,7 @@ class AuditResult:
     runtime_s : float
         Wall time of the audit.
     miscalibration : dict or None
-        Only inside the testing-only ``_mechanisms._miscalibrate``: its settings.
+        Only for the testing-only ``_miscalibration`` of :func:`audit`: its settings.
     """
 
     algorithm: str
@@ -189,13 +189,13 @@ def _claimed(entry: AuditEntry, scale: float, iterations: int, delta: float):
     return design, prepared, report
 
 
-def _solve_integer_scale(excess) -> int:
-    """Smallest integer s ≥ 1 with excess(s) ≤ 0 (excess non-increasing)."""
+def _solve_integer_scale(excess, max_scale: int = 2**30) -> int:
+    """Smallest integer s ≥ 1 with excess(s) ≤ 0 (excess non-increasing); None if s > max_scale."""
     hi = 1
     while excess(hi) > 0:
-        hi *= 2
-        if hi > 2**30:
-            raise ValueError("epsilon is too small to configure this audit")
+        if hi >= max_scale:
+            return None
+        hi = min(2 * hi, max_scale)
     lo = hi // 2  # excess(lo) > 0, or lo = 0
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -215,7 +215,19 @@ def _solve_scale(entry: AuditEntry, iterations: int, delta: float, epsilon: floa
                 return _claimed(entry, s, iterations, delta)[2].epsilon - epsilon
             except (ValueError, OverflowError):
                 return math.inf  # too small for the accountant to evaluate: ε is huge
-        return float(_solve_integer_scale(int_excess))
+        limit = 2**30 if entry.max_scale is None else int(entry.max_scale)
+        scale = _solve_integer_scale(int_excess, limit)
+        if scale is None:
+            # Refused before any design is built or any kernel runs: the design's size grows
+            # without bound as epsilon -> 0 (DP Barker: eps ~ 1/sqrt(b) at fixed noise).
+            design, _, report = _claimed(entry, limit, iterations, delta)
+            rows = int(design.data.shape[0])
+            raise ValueError(
+                f"epsilon={epsilon!r} is too small to audit {entry.algorithm}: the claim reaches it "
+                f"only with a data set (batch) of more than {rows} records, the largest this audit "
+                f"builds (each run reads every record each iteration); at {rows} records the "
+                f"accountant charges epsilon = {report.epsilon:.4g}, the smallest auditable value")
+        return float(scale)
 
     def excess(log_s: float) -> float:
         try:
@@ -241,17 +253,19 @@ def _solve_scale(entry: AuditEntry, iterations: int, delta: float, epsilon: floa
 
 # ---------------------------------------------------------------- the runs
 
-def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int):
+def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int,
+                 noise: NoiseSource = None):
     """One compiled function for both data sets: ``(data, keys) -> per-run statistics``.
 
-    The kernel is the sampler's own (built with its ``_audit`` tap), stepped with the driver's
-    key schedule ``fold_in(run_key, t)``; each run is one chain, runs are a ``vmap``.
+    The kernel is the sampler's own (built with its ``_audit`` tap and the noise source
+    ``noise``, default ``jax.random``), stepped with the driver's key schedule
+    ``fold_in(run_key, t)``; each run is one chain, runs are a ``vmap``.
     """
     model, theta0 = design.model, design.theta0
     n = design.data.shape[0]
 
     def run(data, keys):
-        kernel = entry.build(model, data, prepared)
+        kernel = entry.build(model, data, prepared, noise)
 
         def one(k):
             state = kernel.init(theta0)
@@ -300,7 +314,8 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
           *, trials: int = DEFAULTS["trials"], iterations: Optional[int] = None,
           confidence: float = DEFAULTS["confidence"], statistic: str = "releases",
           key: Any = None, calibration_fraction: float = DEFAULTS["calibration_fraction"],
-          chunk_size: int = DEFAULTS["chunk_size"]) -> AuditResult:
+          chunk_size: int = DEFAULTS["chunk_size"],
+          _miscalibration: Optional[dict] = None) -> AuditResult:
     """Empirical privacy audit: a lower bound on the ε of ``algorithm`` to set against its claim.
 
     The sampler runs ``trials`` times for ``iterations`` iterations on each of two neighbouring
@@ -334,10 +349,23 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
         Share of the runs used to choose the threshold.
     chunk_size : int, default 100000
         Runs per compiled call (bounds memory).
+    _miscalibration : dict, optional
+        TESTING ONLY: ``{"noise_scale": s, "sensitivity_factor": f}`` audits a deliberately
+        wrong kernel, built here with a miscalibrated
+        :class:`~dpmcmc.samplers._mechanisms.NoiseSource` (noise multiplied by ``s``; clipping to
+        ``bound / f`` while the noise stays calibrated to ``bound``), to show that the audit
+        flags it. Never use it to audit a real configuration.
 
     Returns
     -------
     AuditResult
+
+    Raises
+    ------
+    ValueError
+        For an argument out of range, naming it; for an ``epsilon`` whose design would exceed
+        the largest the audit builds (DP Barker: :data:`dpmcmc.audit._designs.MAX_DESIGN_ROWS`
+        records), before any run.
     """
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
@@ -358,14 +386,31 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     if not (100 <= calib <= trials - 100):
         raise ValueError(f"calibration_fraction={calibration_fraction!r} leaves fewer than 100 "
                          f"calibration or held-out runs out of trials={trials}")
+    noise = _miscalibrated_source(_miscalibration)
     key = resolve_key(key)
+    # The kernels draw their privacy noise in float64: 64-bit JAX types for this call only.
+    with jax.enable_x64(True):
+        return _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence,
+                      statistic, key, calib, chunk_size, noise)
 
+
+def _miscalibrated_source(settings: Optional[dict]) -> Optional[NoiseSource]:
+    if settings is None:
+        return None
+    if not isinstance(settings, dict) or not set(settings) <= {"noise_scale", "sensitivity_factor"}:
+        raise ValueError("_miscalibration must be a dict with keys noise_scale and/or "
+                         f"sensitivity_factor, got {settings!r}")
+    return NoiseSource(**settings)  # checks each factor is finite and > 0
+
+
+def _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence, statistic, key,
+           calib, chunk_size, noise):
     start = time.perf_counter()
     scale = _solve_scale(entry, iterations, delta, epsilon)
     design, prepared, report = _claimed(entry, scale, iterations, delta)
     n = int(design.data.shape[0])
 
-    runner = _make_runner(entry, design, prepared, iterations)
+    runner = _make_runner(entry, design, prepared, iterations, noise)
     k_d, k_dp = jax.random.split(key)
     rel_d, drw_d, clip_d = _simulate(runner, design.data, k_d, trials, chunk_size)
     rel_dp, drw_dp, clip_dp = _simulate(runner, design.data_prime, k_dp, trials, chunk_size)
@@ -375,8 +420,8 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
         "draws": _test("draws", drw_d, drw_dp, calib, delta, confidence),
     }
     main = tests[statistic]
-    misc = dict(_mechanisms._MISCALIBRATION)
-    default = all(v == 1.0 for v in misc.values())
+    misc = None if noise is None or noise.calibrated else {
+        "noise_scale": noise.noise_scale, "sensitivity_factor": noise.sensitivity_factor}
     return AuditResult(
         algorithm=algorithm,
         epsilon_claimed=float(report.epsilon),
@@ -397,5 +442,5 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
         n=n,
         all_clipped=float(np.mean(np.concatenate([clip_d, clip_dp]))),
         runtime_s=time.perf_counter() - start,
-        miscalibration=None if default else misc,
+        miscalibration=misc,
     )

@@ -77,7 +77,7 @@ of one noise scale, the kernel construction with the tap, and the two statistics
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -164,12 +164,17 @@ class AuditEntry(NamedTuple):
     design : callable
         ``design(scale) -> AuditDesign`` (most designs ignore the scale; DP Barker's size is it).
     build : callable
-        ``build(model, data, prepared_params) -> Kernel`` with the kernel's ``_audit`` tap on.
+        ``build(model, data, prepared_params, noise=None) -> Kernel`` with the kernel's
+        ``_audit`` tap on; ``noise`` is the kernel's noise source (the audit passes a
+        deliberately miscalibrated one to show its power).
     release_statistic : callable
         ``release_statistic(taps, prepared_params, n) -> scalar``: for ONE run, ``taps`` with a
         leading iterations axis; larger on D. Traced by JAX.
     draws_statistic : callable
         ``draws_statistic(positions (iterations, dim)) -> scalar``; larger on D. Traced by JAX.
+    max_scale : float, optional
+        The largest scale the audit configures, for designs whose size grows with the scale
+        (DP Barker: ``n = b = 2 · scale`` rows); a smaller ε is refused before any run.
     integer_scale : bool
         The scale is an integer (DP Barker: half the batch size); the audit takes the smallest
         one whose claim is at most the requested ε instead of solving continuously.
@@ -183,6 +188,7 @@ class AuditEntry(NamedTuple):
     release_statistic: Callable[[dict, dict, int], Array]
     draws_statistic: Callable[[Array], Array]
     integer_scale: bool = False
+    max_scale: Optional[float] = None
 
 
 def _llr_term(taps: dict, clip: float) -> Array:
@@ -208,9 +214,9 @@ def _penalty_params(scale: float) -> dict:
     return {"tau": scale, "clip": 1.0, "proposal_std": 0.5, "mode": "random-walk"}
 
 
-def _penalty_build(model, data, p):
+def _penalty_build(model, data, p, noise=None):
     return build_dp_penalty(model, data, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
-                            p["mode"], block_size=p["block_size"], _audit=True)
+                            p["mode"], block_size=p["block_size"], noise=noise, _audit=True)
 
 
 def _penalty_statistic(taps, p, n):
@@ -229,11 +235,11 @@ def _hmc_params(scale: float) -> dict:
             "step_size": 0.2, "leapfrog_steps": _HMC_LEAPFROG}
 
 
-def _hmc_build(model, data, p):
+def _hmc_build(model, data, p, noise=None):
     return build_dp_hmc(model, data, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
                         p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
                         jitter=p["jitter"], grad_method=p["grad_method"],
-                        block_size=p["block_size"], _audit=True)
+                        block_size=p["block_size"], noise=noise, _audit=True)
 
 
 def _hmc_statistic(taps, p, n):
@@ -305,16 +311,16 @@ def _sgnht_params(scale: float) -> dict:
     return {**_sgld_params(scale), "friction": 1.0}
 
 
-def _sgld_build(model, data, p):
+def _sgld_build(model, data, p, noise=None):
     return build_dp_sgld(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
                          p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
-                         _audit=True)
+                         noise=noise, _audit=True)
 
 
-def _sgnht_build(model, data, p):
+def _sgnht_build(model, data, p, noise=None):
     return build_dp_sgnht(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
                           p["grad_clip"], p["friction"], grad_method=p["grad_method"],
-                          block_size=p["block_size"], _audit=True)
+                          block_size=p["block_size"], noise=noise, _audit=True)
 
 
 def _sgd_statistic(taps, p, n):
@@ -348,9 +354,9 @@ def _mbp_params(scale: float) -> dict:
             "mode": "random-walk"}
 
 
-def _mbp_build(model, data, p):
+def _mbp_build(model, data, p, noise=None):
     return build_minibatch_penalty(model, data, p["tau"], p["batch_size"], p["clip"],
-                                   jnp.asarray(p["proposal_std"]), p["mode"], _audit=True)
+                                   jnp.asarray(p["proposal_std"]), p["mode"], noise=noise, _audit=True)
 
 
 def _mbp_statistic(taps, p, n):
@@ -375,6 +381,12 @@ def _mbp_statistic(taps, p, n):
 _BARKER_PROPOSAL = 1.0
 
 
+# The largest data set (rows) a design may have. DP Barker's noise is fixed, so the claimed ε
+# falls only as its batch b = n grows: about ε ∝ 1/√b, an unbounded design as ε → 0. Each
+# of the audit's runs reads all n rows per iteration, so the work is trials × iterations × n.
+MAX_DESIGN_ROWS = 4096
+
+
 def _barker_design(scale: float) -> AuditDesign:
     half = int(scale)
     dtype = jnp.asarray(0.0).dtype
@@ -391,9 +403,9 @@ def _barker_params(scale: float) -> dict:
     return {"batch_size": 2 * int(scale), "proposal_std": _BARKER_PROPOSAL, "mode": "random-walk"}
 
 
-def _barker_build(model, data, p):
+def _barker_build(model, data, p, noise=None):
     return build_dp_barker(model, data, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
-                           p["mode"], _audit=True)
+                           p["mode"], noise=noise, _audit=True)
 
 
 def _barker_statistic(taps, p, n):
@@ -410,7 +422,8 @@ def _barker_statistic(taps, p, n):
 
 AUDITS: dict[str, AuditEntry] = {
     "dp-barker": AuditEntry("dp-barker", 8, _barker_params, _barker_design, _barker_build,
-                            _barker_statistic, _last_draw, integer_scale=True),
+                            _barker_statistic, _last_draw, integer_scale=True,
+                            max_scale=MAX_DESIGN_ROWS // 2),
     "dp-penalty": AuditEntry("dp-penalty", 5, _penalty_params, far_row_design, _penalty_build,
                              _penalty_statistic, _last_draw),
     "dp-hmc": AuditEntry("dp-hmc", 2, _hmc_params, far_row_design, _hmc_build, _hmc_statistic,

@@ -446,7 +446,7 @@ def correction_error(C: float = 2.0) -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 
 def sample_correction(key: Any, shape: tuple[int, ...] = (), C: float = 2.0,
-                      dtype: Any = None) -> Any:
+                      dtype: Any = None, noise: Any = None) -> Any:
     """Draw ``X_corr`` for noise variance ``C``.
 
     Pure and jit-able for a fixed (static, Python) ``C``: the mixture parameters enter as
@@ -464,6 +464,9 @@ def sample_correction(key: Any, shape: tuple[int, ...] = (), C: float = 2.0,
     dtype : optional
         Floating dtype; default the JAX default float (float64 with ``jax_enable_x64``). In
         float32 the smallest tail weights (below ~1e-7) are resolved only coarsely.
+    noise : NoiseSource, optional
+        The kernel's noise source (default ``jax.random``); the uniforms and the Gaussian are
+        drawn from it, so a secure source keeps the correction secret.
 
     Returns
     -------
@@ -477,15 +480,15 @@ def sample_correction(key: Any, shape: tuple[int, ...] = (), C: float = 2.0,
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a floating dtype, got dtype={dtype}")
     shape = tuple(int(d) for d in shape)
-    from dpmcmc.samplers._mechanisms import _SECURE
+    from dpmcmc.samplers._mechanisms import DEFAULT_NOISE
 
-    # In secure mode the draws depend on trace-time state (the run's secret, a tracer of the
-    # compiled run), which a cached jit trace must not capture: trace inline instead.
-    sampler = _sample_mixture if _SECURE["secret"] is not None else _sample_mixture_jit
-    return sampler(key, np.cumsum(mix.weights), mix.means, mix.stds, shape, dtype)
+    # The noise source is an argument (its secret a traced leaf), so one cached program serves
+    # every source of the same kind; under an outer jit the call is inlined.
+    return _sample_mixture_jit(key, np.cumsum(mix.weights), mix.means, mix.stds, shape, dtype,
+                               DEFAULT_NOISE if noise is None else noise)
 
 
-def _sample_mixture(key, cum_weights, means, stds, shape, dtype):
+def _sample_mixture(key, cum_weights, means, stds, shape, dtype, noise):
     cum = jnp.asarray(cum_weights, dtype)
     means = jnp.asarray(means, dtype)
     stds = jnp.asarray(stds, dtype)
@@ -494,10 +497,10 @@ def _sample_mixture(key, cum_weights, means, stds, shape, dtype):
     from dpmcmc.samplers._mechanisms import noise_normal, noise_uniform
 
     k_pair, k_sign, k_norm = jax.random.split(key, 3)
-    u = noise_uniform(k_pair, shape, dtype) * cum[-1]
+    u = noise_uniform(k_pair, shape, dtype, noise) * cum[-1]
     idx = jnp.minimum(jnp.searchsorted(cum, u, side="right"), cum.shape[0] - 1)
-    sign = jnp.where(noise_uniform(k_sign, shape, dtype) < 0.5, 1.0, -1.0).astype(dtype)
-    z = noise_normal(k_norm, shape, dtype)
+    sign = jnp.where(noise_uniform(k_sign, shape, dtype, noise) < 0.5, 1.0, -1.0).astype(dtype)
+    z = noise_normal(k_norm, shape, dtype, noise)
     return sign * means[idx] + stds[idx] * z
 
 

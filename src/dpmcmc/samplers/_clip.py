@@ -4,6 +4,10 @@ A clipped term must be bounded by the clip bound whatever the record is, since t
 is calibrated to that bound. Non-finite per-example values therefore never reach a private sum:
 a NaN log-likelihood ratio becomes ``-bound`` (as if the proposal had log-likelihood −∞ for that
 record) and a non-finite gradient becomes zero. Both count as clipped.
+
+The bound is the caller's: a sampler passes ``noise.clip_bound(bound)`` of its kernel's
+:class:`~dpmcmc.samplers._mechanisms.NoiseSource`, which is ``bound`` itself except in the
+privacy audit's deliberately miscalibrated kernels.
 """
 from __future__ import annotations
 
@@ -11,18 +15,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import _MISCALIBRATION
-
 Array = Any
 
 __all__ = ["clip_ratios", "clip_gradients"]
-
-
-def _testing_bound(bound: Array) -> Array:
-    # The bound itself, except inside the testing-only _mechanisms._miscalibrate (read at trace
-    # time), which inflates it to simulate an under-counted sensitivity.
-    factor = _MISCALIBRATION["sensitivity_factor"]
-    return bound if factor == 1.0 else bound / factor
 
 
 def clip_ratios(r: Array, bound: Array) -> tuple[Array, Array]:
@@ -42,7 +37,6 @@ def clip_ratios(r: Array, bound: Array) -> tuple[Array, Array]:
     was_clipped : bool array (m,)
         True where ``|r| > bound`` or ``r`` is NaN.
     """
-    bound = _testing_bound(bound)
     nan = jnp.isnan(r)
     clipped = jnp.where(nan, -bound, jnp.clip(r, -bound, bound))
     return clipped, nan | (jnp.abs(r) > bound)
@@ -65,7 +59,6 @@ def clip_gradients(g: Array, bound: Array) -> tuple[Array, Array]:
     was_clipped : bool array (m,)
         True where ``‖g_j‖ > bound`` or the row is non-finite.
     """
-    bound = _testing_bound(bound)
     sq = jnp.sum(g * g, axis=-1)
     finite = jnp.isfinite(sq)
     # Where the norm is zero or not finite the scale is irrelevant; keep the division finite.

@@ -10,7 +10,14 @@ Two additions serve :func:`dpmcmc.sample`: a run can start from a saved point
 (``on_chunk``), which is how checkpointing works; since the draws depend only on the key, the
 iteration index and the carried state, a resumed run yields exactly the draws of an uninterrupted
 one. In secure mode (``secure_secret``) the privacy noise of every step is drawn from ChaCha20
-keyed by the secret (see :mod:`dpmcmc.samplers._mechanisms`).
+keyed by the secret (see :mod:`dpmcmc.samplers._mechanisms`): the driver builds each step's
+kernel with a :class:`~dpmcmc.samplers._mechanisms.NoiseSource` holding the secret (a traced
+argument of the compiled run) and the step's (chain, iteration). Nothing is read from
+process-global state, so runs traced at the same time in different threads stay apart.
+
+A run is traced and executed with 64-bit JAX types enabled (``jax.enable_x64``, scoped to the
+call and to its thread: the user's setting is left as it was), so the privacy noise is always
+float64.
 
 Data as an argument
 -------------------
@@ -28,7 +35,7 @@ then constants of the program.
 """
 from __future__ import annotations
 
-import contextlib
+import inspect
 import numbers
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -36,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc.samplers import _mechanisms
+from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._types import Kernel
 
 Array = Any
@@ -78,8 +85,10 @@ class DataKernel:
     Parameters
     ----------
     build : callable
-        ``build(data) -> Kernel``. It must read only static properties of ``data`` (shapes,
-        dtypes, the static fields of a ``PreparedData``), never its values: it runs on tracers.
+        ``build(data) -> Kernel``, and ``build(data, noise=source) -> Kernel`` for secure mode
+        (``source`` a :class:`~dpmcmc.samplers._mechanisms.NoiseSource`). It must read only
+        static properties of ``data`` (shapes, dtypes, the static fields of a ``PreparedData``),
+        never its values: it runs on tracers.
     data : pytree
         The kernel's data: an array, a ``PreparedData`` or a ``ShardedRows``.
     """
@@ -134,24 +143,27 @@ def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = Fa
     program, with the sharding it was placed with.
 
     With ``secure`` the compiled function takes the secret ChaCha20 key as an argument
-    (never a constant of the program) and every step is traced inside
-    ``_mechanisms._secure_noise`` with its chain index and iteration installed.
+    (never a constant of the program), and each step's kernel is built (at trace time) with
+    ``noise=NoiseSource(secret).at(chain, iteration)``.
     Returns ``(run, info_shape)``.
     """
     build, data0 = _split(kernel)
     chains = chain_keys.shape[0]
     chain_ids = jnp.arange(chains, dtype=jnp.uint32)
 
-    def stepper(data):
-        step = build(data).step
+    def stepper(data, secret):
         if secure:
+            source = NoiseSource(secret)
+
             def step_one(k, s, c, t):
-                with _mechanisms._noise_position(c, t):
-                    return step(k, s)
+                # The kernel of this chain and iteration carries its own noise source.
+                return build(data, noise=source.at(c, t)).step(k, s)
 
             def step_all(keys, s, t):
                 return jax.vmap(step_one, in_axes=(0, 0, 0, None))(keys, s, chain_ids, t)
         else:
+            step = build(data).step
+
             def step_all(keys, s, t):
                 return jax.vmap(step)(keys, s)
         return step_all
@@ -160,16 +172,12 @@ def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = Fa
         return jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
 
     def shape_of_info(secret, data):
-        ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
-        with ctx:
-            return stepper(data)(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
+        return stepper(data, secret)(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
 
     info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32), data0)
 
     def run(st, keys, start, end, secret, data=None):
-        ctx = _mechanisms._secure_noise(secret) if secure else contextlib.nullcontext()
-        with ctx:
-            return _run(stepper(data), st, keys, start, end)
+        return _run(stepper(data, secret), st, keys, start, end)
 
     def _run(step_all, st, keys, start, end):
         def body(s, t):
@@ -207,7 +215,8 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         its data as a :class:`DataKernel`). A builder is called inside the compiled functions on
         the traced data, so the data are an argument of the compiled program rather than a
         constant of it (see the module docstring); it may read only static properties of the
-        data (shapes, dtypes, layout), never their values.
+        data (shapes, dtypes, layout), never their values. Secure mode needs a builder that
+        takes ``noise=`` (see :class:`DataKernel`).
     theta0 : array (chains, dim)
         Starting points, one row per chain.
     key : PRNG key
@@ -228,9 +237,8 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         Secure mode: the run's secret 256-bit ChaCha20 key. Every privacy-noise draw
         (:func:`dpmcmc.samplers._mechanisms.noise_normal`) is then ChaCha20 output under this key
         with the chain index, the iteration and the release's JAX key as public inputs. The
-        secret is an argument of the compiled program, never a constant in it. JAX's compilation
-        caches are cleared before and after a secure run, so no function traced in one mode is
-        reused in the other.
+        secret is an argument of the compiled program, never a constant in it: it reaches the
+        kernels through their ``noise=`` source, built per step by the driver.
     resume : RunProgress, optional
         Continue a run that stopped after ``resume.done`` iterations (same kernel, ``theta0``,
         ``key``, ``num_iterations`` and ``secure_secret``): iterations ``done, done+1, ...`` are
@@ -247,7 +255,35 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         The state after each iteration (``theta0`` itself is not included).
     infos : Info pytree
         Each field with leading axes ``(chains, num_iterations)``. Not differentially private.
+
+    Notes
+    -----
+    The run is traced and executed under ``jax.enable_x64(True)`` (thread-local, restored on
+    return): privacy noise is drawn in float64 whatever the global ``jax_enable_x64``, and the
+    positions and infos come back in float64.
     """
+    with jax.enable_x64(True):
+        return _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_size,
+                               secure_secret, resume, on_chunk)
+
+
+def _secure_builder(kernel, what: str):
+    """Refuse secure mode for a kernel that cannot receive a noise source per step."""
+    if not isinstance(kernel, DataKernel):
+        raise TypeError(f"{what} needs a kernel builder build(data, noise=...) (a DataKernel, or a "
+                        "callable with data=...): a ready Kernel cannot carry the run's secret, "
+                        "which must be an argument of the compiled run")
+    try:
+        inspect.signature(kernel.build).bind(None, noise=None)
+    except TypeError:
+        raise TypeError(f"{what}: the kernel builder must accept a noise= keyword "
+                        "(build(data, noise=...)) to carry the run's secret") from None
+    except ValueError:
+        pass  # no signature to inspect (a builtin): let the call itself decide
+
+
+def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_size,
+                    secure_secret, resume, on_chunk):
     if data is _NO_DATA:
         if not isinstance(kernel, (Kernel, DataKernel)):
             raise TypeError("kernel must be a Kernel(init, step), a DataKernel, or a callable "
@@ -281,15 +317,9 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         if secure_secret.shape != (8,) or secure_secret.dtype != jnp.uint32:
             raise ValueError("secure_secret must be a uint32 array of shape (8,) (256 bits), got "
                              f"{secure_secret.dtype}{list(secure_secret.shape)}")
-        # A function compiled in the other mode must not be reused, and none compiled here
-        # (with the secret's tracer inside) may outlive the run.
-        jax.clear_caches()
-    try:
-        return _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress,
-                           secure, secure_secret, resume, on_chunk)
-    finally:
-        if secure:
-            jax.clear_caches()
+        _secure_builder(kernel, "secure_secret")
+    return _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress,
+                       secure, secure_secret, resume, on_chunk)
 
 
 def _restore(template, given, what):
@@ -388,12 +418,19 @@ def _compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
     For inspection: ``_compiled_chunk(...).as_text()`` is the optimised HLO, where tests check
     that no data array is a constant of the program. Arguments as in :func:`run_chains`.
     """
+    with jax.enable_x64(True):
+        return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret)
+
+
+def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret):
     if data is not _NO_DATA:
         kernel = DataKernel(kernel, data)
     theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
     chain_keys = jax.random.split(key, theta0.shape[0])
     state = _init_states(kernel, theta0)
     secure = secure_secret is not None
+    if secure:
+        _secure_builder(kernel, "secure_secret")
     runner, _ = _make_chunk_runner(kernel, int(length), state, chain_keys, secure)
     secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
     return runner.lower(state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret,

@@ -13,9 +13,8 @@ style) composition of 000 Thm 2.4 and 001 Thms 6, 12. ``τ`` is the thesis' para
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Iterator
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +22,7 @@ import jax.numpy as jnp
 Array = Any
 
 __all__ = ["noise_std", "sensitivity", "release_mu", "gaussian_mechanism", "noise_normal",
-           "noise_uniform", "noise_permutation"]
+           "noise_uniform", "noise_permutation", "NoiseSource", "DEFAULT_NOISE"]
 
 
 def sensitivity(bound: Array) -> Array:
@@ -84,93 +83,199 @@ def release_mu(tau: float, n: int) -> float:
     return 1.0 / (2.0 * tau * tau * n)
 
 
-def gaussian_mechanism(key: Array, value: Array, sigma: Array) -> Array:
-    """Release ``value + N(0, sigma² I)``.
+def gaussian_mechanism(key: Array, value: Array, sigma: Array,
+                       noise: Optional["NoiseSource"] = None) -> Array:
+    """Release ``value + N(0, sigma² I)``, in float64.
 
     Parameters
     ----------
     key : PRNG key
         Fresh key for this release (never reused).
     value : array
-        The (clipped) statistic to release; its shape and floating dtype are kept.
+        The (clipped) statistic to release; its shape is kept.
     sigma : float or array
         Noise standard deviation, broadcast against ``value``; from :func:`noise_std`.
+    noise : NoiseSource, optional
+        Where the noise comes from: the kernel's own source (default: :data:`DEFAULT_NOISE`,
+        ``jax.random.normal(key)``; ChaCha20 under the run's secret in secure mode).
 
     Returns
     -------
-    array
-        The noisy statistic.
-
-    Notes
-    -----
-    The standard normal noise comes from :func:`noise_normal`: ``jax.random.normal(key)`` by
-    default, ChaCha20 keyed by a secret 256-bit key in secure mode (see
-    :func:`_secure_standard_normal`).
+    float64 array
+        The noisy statistic. Always float64, whatever the dtype of ``value``: the float32 normal
+        sampler never exceeds about 5.3σ, a truncation δ does not account for.
     """
-    value = jnp.asarray(value)
-    noise = noise_normal(key, value.shape, value.dtype)
-    # 1.0 except inside the testing-only _miscalibrate; read at trace time.
-    scale = _MISCALIBRATION["noise_scale"]
-    if scale != 1.0:
-        noise = scale * noise
-    return value + jnp.asarray(sigma, dtype=value.dtype) * noise
+    return (DEFAULT_NOISE if noise is None else noise).gaussian(key, value, sigma)
 
 
-# ---------------------------------------------------------------- testing-only miscalibration
+# ---------------------------------------------------------------- the noise source
 
-# Read (at trace time) by gaussian_mechanism and by the clipping rules in _clip. Only
-# _miscalibrate changes it; no public function, option or CLI flag reaches it.
-_MISCALIBRATION = {"noise_scale": 1.0, "sensitivity_factor": 1.0}
+# Domain-separation tag of the per-(chain, iteration) key derivation: ASCII "dpnz".
+_NOISE_TAG = int.from_bytes(b"dpnz", "little")
 
 
-@contextlib.contextmanager
-def _miscalibrate(noise_scale: float = 1.0, sensitivity_factor: float = 1.0) -> Iterator[None]:
-    """TESTING ONLY: make every private sampler traced inside the block deliberately wrong.
+def _require_x64() -> None:
+    # Privacy noise is float64 or nothing: a silent float32 draw would truncate its tails.
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(
+            "privacy noise is drawn in float64, which needs 64-bit JAX types while the kernel is "
+            "traced: run it through dpmcmc.sample or run_chains (both enable them for the run "
+            "only), or inside `with jax.enable_x64(True):`")
 
-    Exists so that the empirical privacy audit (:mod:`dpmcmc.audit`) can show it has power: a
-    sampler built and run inside the block must be flagged. Never use it in a real run.
+
+def _positive_factor(name: str, value: Any) -> float:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+@jax.tree_util.register_pytree_node_class
+class NoiseSource:
+    """Where a kernel's privacy noise comes from. Frozen; a JAX pytree.
+
+    Every private kernel is built with one (``build_*(..., noise=...)``) and draws all its privacy
+    noise from it; nothing is read from process-global state, so kernels of different runs,
+    traced at the same time in different threads, cannot see each other's source.
 
     Parameters
     ----------
-    noise_scale : float, default 1.0
-        Multiplies the Gaussian noise that :func:`gaussian_mechanism` draws, while the σ that
-        callers report (penalty correction, accountant) stays the claimed one.
-    sensitivity_factor : float, default 1.0
-        The fraction of the true sensitivity the noise accounts for: clipping (in
-        :mod:`dpmcmc.samplers._clip`) uses ``bound / sensitivity_factor`` while the noise is
-        still calibrated to ``bound``. ``0.5`` under-counts the sensitivity by a factor 2.
+    secret : uint32 array (8,), optional
+        Secure mode: the run's 256-bit ChaCha20 key. A leaf of the pytree, so under ``jit`` it is
+        a traced argument of the compiled run, never a constant in it. ``None``: JAX's generator
+        (``jax.random``) keyed by the release's JAX key.
+    chain, iteration : uint32 scalars, optional
+        The position of the step the noise belongs to (public inputs of the secure key
+        derivation, :func:`_release_key`); ``None`` reads as 0. The chain driver sets them.
+    noise_scale, sensitivity_factor : float, default 1.0
+        TESTING ONLY, for the privacy audit (:mod:`dpmcmc.audit`), which builds deliberately
+        miscalibrated kernels to show it has power; no public function, option or CLI flag sets
+        them. ``noise_scale`` multiplies the Gaussian noise of :meth:`gaussian` while the σ that
+        callers report stays the claimed one; with ``sensitivity_factor`` ``f`` the samplers
+        clip to ``bound / f`` (:meth:`clip_bound`) while the noise stays calibrated to ``bound``.
 
     Notes
     -----
-    The settings are Python constants read while JAX traces, so they are baked into whatever is
-    compiled inside the block. JAX's compilation caches are cleared on entry and on exit, so no
-    function compiled inside leaks the setting out, and none compiled before leaks it in.
+    Every draw is float64 (it needs ``jax_enable_x64`` at trace time; ``run_chains`` and
+    ``dpmcmc.sample`` enable it for the run only). A narrower requested dtype is a rounding of the
+    float64 draw, which keeps its tails.
     """
-    for name, value in (("noise_scale", noise_scale), ("sensitivity_factor", sensitivity_factor)):
-        if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    saved = dict(_MISCALIBRATION)
-    jax.clear_caches()
-    _MISCALIBRATION.update(noise_scale=float(noise_scale), sensitivity_factor=float(sensitivity_factor))
-    try:
-        yield
-    finally:
-        _MISCALIBRATION.clear()
-        _MISCALIBRATION.update(saved)
-        jax.clear_caches()
+
+    __slots__ = ("secret", "chain", "iteration", "noise_scale", "sensitivity_factor")
+
+    def __init__(self, secret: Optional[Array] = None, chain: Optional[Array] = None,
+                 iteration: Optional[Array] = None, *, noise_scale: float = 1.0,
+                 sensitivity_factor: float = 1.0):
+        if secret is not None:
+            shape, dtype = getattr(secret, "shape", None), getattr(secret, "dtype", None)
+            if shape is None:
+                secret = jnp.asarray(secret)
+                shape, dtype = secret.shape, secret.dtype
+            if tuple(shape) != (8,) or dtype != jnp.uint32:
+                raise ValueError(f"secret must be uint32[8] (256 bits), got {dtype}{list(shape)}")
+        setattr_ = object.__setattr__
+        setattr_(self, "secret", secret)
+        setattr_(self, "chain", chain)
+        setattr_(self, "iteration", iteration)
+        setattr_(self, "noise_scale", _positive_factor("noise_scale", noise_scale))
+        setattr_(self, "sensitivity_factor",
+                 _positive_factor("sensitivity_factor", sensitivity_factor))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("NoiseSource is frozen")
+
+    def tree_flatten(self):
+        return ((self.secret, self.chain, self.iteration),
+                (self.noise_scale, self.sensitivity_factor))
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        out = object.__new__(cls)
+        for name, value in zip(cls.__slots__, tuple(children) + tuple(aux)):
+            object.__setattr__(out, name, value)
+        return out
+
+    def __repr__(self) -> str:
+        mode = "secure" if self.secure else "jax.random"
+        extra = ("" if self.calibrated else
+                 f", noise_scale={self.noise_scale}, sensitivity_factor={self.sensitivity_factor}")
+        return f"NoiseSource({mode}{extra})"  # never the secret
+
+    @property
+    def secure(self) -> bool:
+        """Whether the noise is ChaCha20 output under a secret (static: known at trace time)."""
+        return self.secret is not None
+
+    @property
+    def calibrated(self) -> bool:
+        """False only for the audit's deliberately miscalibrated sources."""
+        return self.noise_scale == 1.0 and self.sensitivity_factor == 1.0
+
+    def at(self, chain: Array, iteration: Array) -> "NoiseSource":
+        """The same source at position ``(chain, iteration)`` of a run."""
+        return NoiseSource(self.secret, chain, iteration, noise_scale=self.noise_scale,
+                           sensitivity_factor=self.sensitivity_factor)
+
+    def clip_bound(self, bound: Array) -> Array:
+        """The bound the samplers clip to: ``bound`` itself, except in the audit's
+        miscalibrated sources (``bound / sensitivity_factor``)."""
+        f = self.sensitivity_factor
+        return bound if f == 1.0 else bound / f
+
+    def normal(self, key: Array, shape: tuple = (), dtype: Any = None) -> Array:
+        """Standard normals of ``shape``, drawn in float64 (then cast to ``dtype`` if given)."""
+        _require_x64()
+        if self.secret is not None:
+            z = _secure_standard_normal(self.secret, key, tuple(shape), jnp.float64, self)
+        else:
+            z = jax.random.normal(key, tuple(shape), dtype=jnp.float64)
+        return z if dtype is None else z.astype(dtype)
+
+    def uniform(self, key: Array, shape: tuple = (), dtype: Any = None) -> Array:
+        """Uniforms on [0, 1) of ``shape``, drawn in float64 (then cast to ``dtype`` if given)."""
+        _require_x64()
+        if self.secret is not None:
+            from dpmcmc.secure import secure_uniform
+
+            u = secure_uniform(self._release_key(key), tuple(shape), jnp.float64)
+        else:
+            u = jax.random.uniform(key, tuple(shape), dtype=jnp.float64)
+        return u if dtype is None else u.astype(dtype)
+
+    def permutation(self, key: Array, n: int) -> Array:
+        """A uniformly random permutation of ``0..n-1``, secret in secure mode."""
+        if self.secret is not None:
+            from dpmcmc.secure import secure_permutation
+
+            return secure_permutation(self._release_key(key), int(n))
+        return jax.random.permutation(key, int(n))
+
+    def gaussian(self, key: Array, value: Array, sigma: Array) -> Array:
+        """``value + sigma · N(0, I)`` in float64 (see :func:`gaussian_mechanism`)."""
+        value = jnp.asarray(value)
+        z = self.normal(key, value.shape)
+        if self.noise_scale != 1.0:  # the audit's miscalibrated sources only
+            z = self.noise_scale * z
+        return value.astype(jnp.float64) + jnp.asarray(sigma, jnp.float64) * z
+
+    def _release_key(self, key: Array):
+        return _release_key(self.secret, key, self.chain, self.iteration)
 
 
-# ---------------------------------------------------------------- privacy-noise generator
+#: The default source: ``jax.random`` keyed by each release's JAX key, calibrated.
+DEFAULT_NOISE = NoiseSource()
 
-def noise_normal(key: Array, shape: tuple = (), dtype: Any = None) -> Array:
-    """Standard normal privacy noise of ``shape``: the one generator every mechanism draws from.
 
-    Default mode: ``jax.random.normal(key, shape, dtype)``. Secure mode (``dpmcmc.sample(...,
-    secure=True)``, installed at trace time by the driver): ChaCha20 output keyed by the run's
-    secret 256-bit key, with ``key`` only as a public input (:func:`_secure_standard_normal`).
+# ---------------------------------------------------------------- privacy-noise generators
+
+def noise_normal(key: Array, shape: tuple = (), dtype: Any = None,
+                 noise: Optional[NoiseSource] = None) -> Array:
+    """Standard normal privacy noise of ``shape`` from ``noise`` (default :data:`DEFAULT_NOISE`).
+
+    Drawn in float64 (``jax.random.normal(key, shape, float64)``, or ChaCha20 under the secret
+    of a secure source, :func:`_secure_standard_normal`) and cast to ``dtype`` if one is given.
     A sampler whose privacy noise is not a single Gaussian (e.g. a correction distribution)
-    should build it from this function and :func:`noise_uniform` so that secure mode covers it.
+    should build it from this function and :func:`noise_uniform` with its kernel's source.
 
     Parameters
     ----------
@@ -178,111 +283,44 @@ def noise_normal(key: Array, shape: tuple = (), dtype: Any = None) -> Array:
         Fresh JAX key for this draw (never reused).
     shape : tuple of int
     dtype : floating dtype, optional
-        Default: the canonical float (float64 under x64).
+        Default float64.
+    noise : NoiseSource, optional
 
     Returns
     -------
-    array of ``shape`` and ``dtype``
+    array of ``shape``
     """
-    dtype = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
-    secret = _SECURE["secret"]
-    if secret is not None:
-        return _secure_standard_normal(secret, key, tuple(shape), dtype)
-    return jax.random.normal(key, tuple(shape), dtype=dtype)
+    return (DEFAULT_NOISE if noise is None else noise).normal(key, shape, dtype)
 
 
-def noise_uniform(key: Array, shape: tuple = (), dtype: Any = None) -> Array:
-    """Uniform privacy noise on [0, 1), secure in secure mode like :func:`noise_normal`.
-
-    Parameters
-    ----------
-    key : PRNG key
-    shape : tuple of int
-    dtype : floating dtype, optional
-
-    Returns
-    -------
-    array of ``shape`` and ``dtype``
-    """
-    dtype = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
-    secret = _SECURE["secret"]
-    if secret is not None:
-        from dpmcmc.secure import secure_uniform
-
-        draw_dtype = dtype if dtype in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)) else jnp.float32
-        return secure_uniform(_release_key(secret, key), tuple(shape), draw_dtype).astype(dtype)
-    return jax.random.uniform(key, tuple(shape), dtype=dtype)
+def noise_uniform(key: Array, shape: tuple = (), dtype: Any = None,
+                  noise: Optional[NoiseSource] = None) -> Array:
+    """Uniform privacy noise on [0, 1) from ``noise``, drawn like :func:`noise_normal`."""
+    return (DEFAULT_NOISE if noise is None else noise).uniform(key, shape, dtype)
 
 
-def noise_permutation(key: Array, n: int) -> Array:
-    """A uniformly random permutation of ``0..n-1`` that secure mode keeps secret.
+def noise_permutation(key: Array, n: int, noise: Optional[NoiseSource] = None) -> Array:
+    """A uniformly random permutation of ``0..n-1`` that a secure source keeps secret.
 
     For secret minibatch selection (privacy amplification by subsampling assumes the adversary
     cannot tell which records were used): ``jax.random.permutation(key, n)`` by default,
-    :func:`dpmcmc.secure.secure_permutation` under the run's secret in secure mode.
+    :func:`dpmcmc.secure.secure_permutation` under the secret of a secure source.
 
     Parameters
     ----------
     key : PRNG key
     n : int
         Static length.
+    noise : NoiseSource, optional
 
     Returns
     -------
     int array (n,)
     """
-    secret = _SECURE["secret"]
-    if secret is not None:
-        from dpmcmc.secure import secure_permutation
-
-        return secure_permutation(_release_key(secret, key), int(n))
-    return jax.random.permutation(key, int(n))
+    return (DEFAULT_NOISE if noise is None else noise).permutation(key, n)
 
 
 # ---------------------------------------------------------------- secure mode
-
-# Trace-time state of secure mode, set only by the chain driver (``run_chains(...,
-# secure_secret=...)``) while it traces a run: the run's secret ChaCha20 key (uint32[8], a
-# tracer of an argument of the compiled run, so the secret is never baked into a compiled
-# program) and the chain index and iteration the traced step belongs to.
-_SECURE: dict = {"secret": None, "chain": None, "iteration": None}
-
-# Domain-separation tag of the per-(chain, iteration) key derivation: ASCII "dpnz".
-_NOISE_TAG = int.from_bytes(b"dpnz", "little")
-
-
-@contextlib.contextmanager
-def _secure_noise(secret: Array) -> Iterator[None]:
-    """Trace-time: every privacy-noise draw traced inside the block uses ChaCha20 keyed by ``secret``.
-
-    Parameters
-    ----------
-    secret : uint32 array of shape (8,)
-        The run's 256-bit key (concrete or traced).
-    """
-    secret = jnp.asarray(secret)
-    if secret.shape != (8,) or secret.dtype != jnp.uint32:
-        raise ValueError(f"secret must be uint32[8] (256 bits), got {secret.dtype}{list(secret.shape)}")
-    saved = dict(_SECURE)
-    _SECURE.update(secret=secret, chain=None, iteration=None)
-    try:
-        yield
-    finally:
-        _SECURE.clear()
-        _SECURE.update(saved)
-
-
-@contextlib.contextmanager
-def _noise_position(chain: Array, iteration: Array) -> Iterator[None]:
-    """Trace-time: the noise traced inside belongs to ``(chain, iteration)`` (uint32 scalars)."""
-    saved = dict(_SECURE)
-    _SECURE.update(chain=chain, iteration=iteration)
-    try:
-        yield
-    finally:
-        _SECURE.clear()
-        _SECURE.update(saved)
-
 
 def _key_words(key: Array) -> Array:
     """The raw uint32 words of a JAX key (typed or legacy), flattened."""
@@ -292,7 +330,8 @@ def _key_words(key: Array) -> Array:
     return jnp.asarray(key).astype(jnp.uint32).reshape(-1)
 
 
-def _release_key(secret: Array, key: Array):
+def _release_key(secret: Array, key: Array, chain: Optional[Array] = None,
+                 iteration: Optional[Array] = None):
     """The per-release ChaCha20 key: a PRF of public inputs under the secret run key.
 
     Two evaluations of ChaCha20 (RFC 8439 block function, first eight output words as the next
@@ -326,8 +365,6 @@ def _release_key(secret: Array, key: Array):
     from dpmcmc._chacha import chacha20_block
     from dpmcmc.secure import SecureKey
 
-    chain = _SECURE["chain"]
-    iteration = _SECURE["iteration"]
     chain = jnp.uint32(0) if chain is None else jnp.asarray(chain).astype(jnp.uint32)
     iteration = jnp.uint32(0) if iteration is None else jnp.asarray(iteration).astype(jnp.uint32)
     nonce = jnp.stack([jnp.uint32(_NOISE_TAG), chain, jnp.uint32(0)])
@@ -340,14 +377,15 @@ def _release_key(secret: Array, key: Array):
     return SecureKey(k)
 
 
-def _secure_standard_normal(secret: Array, key: Array, shape: tuple, dtype: Any) -> Array:
+def _secure_standard_normal(secret: Array, key: Array, shape: tuple, dtype: Any,
+                            source: Optional[NoiseSource] = None) -> Array:
     """Standard normals from ChaCha20 keyed by ``secret``, with ``key`` as public PRF input.
 
     Drawn by inversion on an open grid (:func:`dpmcmc.secure.secure_normal`) from the stream of
-    the per-release key of :func:`_release_key`; float32 for narrower dtypes, then cast.
+    the per-release key of :func:`_release_key` at the position of ``source``.
     """
     from dpmcmc.secure import secure_normal
 
-    dtype = jnp.dtype(dtype)
-    draw_dtype = dtype if dtype in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)) else jnp.dtype(jnp.float32)
-    return secure_normal(_release_key(secret, key), shape, draw_dtype).astype(dtype)
+    chain = None if source is None else source.chain
+    iteration = None if source is None else source.iteration
+    return secure_normal(_release_key(secret, key, chain, iteration), shape, jnp.dtype(dtype))

@@ -16,7 +16,7 @@ split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gath
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -62,7 +62,8 @@ def check_batch_size(batch_size: Any, n: int) -> int:
     return b
 
 
-def sample_batch_indices(key: Array, n: int, batch_size: int) -> Array:
+def sample_batch_indices(key: Array, n: int, batch_size: int,
+                         noise: Optional[_mechanisms.NoiseSource] = None) -> Array:
     """Indices of a uniformly random subset of size ``batch_size`` of ``{0, …, n−1}``.
 
     Exactly uniform over the ``C(n, b)`` subsets (fixed-size sampling without replacement).
@@ -81,6 +82,9 @@ def sample_batch_indices(key: Array, n: int, batch_size: int) -> Array:
         Population size (static).
     batch_size : int
         ``b``, ``1 ≤ b ≤ n`` (static).
+    noise : NoiseSource, optional
+        The kernel's noise source: under a secure one the batch is a ChaCha20 permutation under
+        the run's secret (default: ``jax.random``).
 
     Returns
     -------
@@ -93,11 +97,12 @@ def sample_batch_indices(key: Array, n: int, batch_size: int) -> Array:
         raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
     if b == n:
         return jnp.arange(n, dtype=jnp.int32)
-    if _mechanisms._SECURE["secret"] is not None or b > _PERMUTATION_RATIO * n:
+    secure = noise is not None and noise.secure
+    if secure or b > _PERMUTATION_RATIO * n:
         # Secure mode: the batch must stay secret even if the JAX key is known, since the
         # amplification by subsampling the accountant relies on assumes nobody can tell which
         # records were used; the ChaCha20 permutation costs a sort of n per draw.
-        return _mechanisms.noise_permutation(key, n)[:b].astype(jnp.int32)
+        return _mechanisms.noise_permutation(key, n, noise)[:b].astype(jnp.int32)
 
     def one_round(carry):
         key, idx, filled = carry

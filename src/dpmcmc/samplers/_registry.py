@@ -76,7 +76,9 @@ class AlgorithmSpec(NamedTuple):
         ``prepare(params: dict, model, n) -> dict``: validate (ValueError/TypeError naming the
         argument) and fill defaults. Touches no data.
     build : callable
-        ``build(model, data, params) -> Kernel`` from prepared params.
+        ``build(model, data, params) -> Kernel`` from prepared params; the private algorithms'
+        also take ``noise=`` (a :class:`~dpmcmc.samplers._mechanisms.NoiseSource`, the kernel's
+        privacy-noise source; default ``jax.random``).
     accounting_params : callable
         ``accounting_params(params) -> dict``: the keyword arguments for
         ``dpmcmc.accounting.max_iterations/spent`` (empty for non-private algorithms).
@@ -227,9 +229,9 @@ def _prepare_dp_penalty(params, model, n):
     }
 
 
-def _build_dp_penalty(model, data, p):
+def _build_dp_penalty(model, data, p, noise=None):
     return build_dp_penalty(model, _data(data), p["tau"], p["clip"], p["proposal_std"], p["mode"],
-                            block_size=p["block_size"])
+                            block_size=p["block_size"], noise=noise)
 
 
 def _accounting_dp_penalty(p):
@@ -261,11 +263,11 @@ def _prepare_dp_hmc(params, model, n):
     }
 
 
-def _build_dp_hmc(model, data, p):
+def _build_dp_hmc(model, data, p, noise=None):
     return build_dp_hmc(model, _data(data), p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
                         p["step_size"], p["leapfrog_steps"], p["mass"], jitter=p["jitter"],
                         grad_method=p["grad_method"], block_size=p["block_size"],
-                        grad_dtype=p["grad_dtype"])
+                        grad_dtype=p["grad_dtype"], noise=noise)
 
 
 def _accounting_dp_hmc(p):
@@ -311,8 +313,9 @@ def _prepare_dp_barker(params, model, n):
     }
 
 
-def _build_dp_barker(model, data, p):
-    return build_dp_barker(model, _data(data), p["batch_size"], p["n0"], p["proposal_std"], p["mode"])
+def _build_dp_barker(model, data, p, noise=None):
+    return build_dp_barker(model, _data(data), p["batch_size"], p["n0"], p["proposal_std"], p["mode"],
+                           noise=noise)
 
 
 def _accounting_dp_barker(p):
@@ -336,9 +339,9 @@ def _prepare_minibatch_penalty(params, model, n):
     }
 
 
-def _build_minibatch_penalty(model, data, p):
+def _build_minibatch_penalty(model, data, p, noise=None):
     return build_minibatch_penalty(model, _data(data), p["tau"], p["batch_size"], p["clip"],
-                                   p["proposal_std"], p["mode"])
+                                   p["proposal_std"], p["mode"], noise=noise)
 
 
 def _accounting_minibatch_penalty(p):
@@ -376,16 +379,16 @@ def _prepare_dp_sgnht(params, model, n):
     return p
 
 
-def _build_dp_sgld(model, data, p):
+def _build_dp_sgld(model, data, p, noise=None):
     return build_dp_sgld(model, _data(data), p["step_size"], p["batch_size"],
                          p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
-                         block_size=p["block_size"])
+                         block_size=p["block_size"], noise=noise)
 
 
-def _build_dp_sgnht(model, data, p):
+def _build_dp_sgnht(model, data, p, noise=None):
     return build_dp_sgnht(model, _data(data), p["step_size"], p["batch_size"],
                           p["noise_multiplier"], p["grad_clip"], p["friction"],
-                          grad_method=p["grad_method"], block_size=p["block_size"])
+                          grad_method=p["grad_method"], block_size=p["block_size"], noise=noise)
 
 
 def _accounting_sgld(p):

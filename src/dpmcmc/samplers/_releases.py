@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import gaussian_mechanism, noise_std
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism, noise_std
 from dpmcmc.samplers._per_example import clipped_grad_sum, clipped_llr_sum
 
 Array = Any
@@ -30,7 +30,8 @@ class Release(NamedTuple):
 
 
 def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, tau: float,
-                clip: float, *, block_size: Optional[int] = None) -> Release:
+                clip: float, *, block_size: Optional[int] = None,
+                noise: Optional[NoiseSource] = None) -> Release:
     """Release ``Σ_j clip_c(ℓ_j(θ') − ℓ_j(θ)) + N(0, σ²)``, ``c = b‖θ−θ'‖``, ``σ = 2τ√n c``.
 
     Parameters
@@ -45,6 +46,8 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
         b_l, the per-example log-likelihood-ratio bound per unit of ‖θ−θ'‖.
     block_size : int, optional
         See :mod:`dpmcmc.samplers._per_example`.
+    noise : NoiseSource, optional
+        The kernel's noise source (default: ``jax.random``).
 
     Returns
     -------
@@ -53,15 +56,16 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     n = data.shape[0]
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(clip, dtype) * jnp.linalg.norm(theta_new - theta)
-    total, count = clipped_llr_sum(model, data, theta, theta_new, bound, nan_to_bound=True,
+    clip_to = bound if noise is None else noise.clip_bound(bound)
+    total, count = clipped_llr_sum(model, data, theta, theta_new, clip_to, nan_to_bound=True,
                                    block_size=block_size)
     sigma = noise_std(tau, n, bound)
-    return Release(gaussian_mechanism(key, total, sigma), sigma, count)
+    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)
 
 
 def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, grad_clip: float, *,
                  method: str = "auto", block_size: Optional[int] = None,
-                 grad_dtype: Optional[str] = None) -> Release:
+                 grad_dtype: Optional[str] = None, noise: Optional[NoiseSource] = None) -> Release:
     """Release ``Σ_j clip_{b_g}(∇ℓ_j(θ)) + N(0, σ_g² I)`` with ``σ_g = 2 τ_g √n b_g``.
 
     Parameters
@@ -76,7 +80,9 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
         b_g, the per-example gradient norm bound.
     method, block_size, grad_dtype
         See :mod:`dpmcmc.samplers._per_example`: the per-example gradients may be computed in
-        float32; the clipped sum, and the noise added to it, stay in the dtype of ``theta``.
+        float32; the noise is float64 and the released sum float64.
+    noise : NoiseSource, optional
+        The kernel's noise source (default: ``jax.random``).
 
     Returns
     -------
@@ -84,7 +90,9 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     """
     n = data.shape[0]
     dtype = jnp.result_type(theta, jnp.float32)
-    total, count = clipped_grad_sum(model, data, theta, jnp.asarray(grad_clip, dtype),
+    bound = jnp.asarray(grad_clip, dtype)
+    clip_to = bound if noise is None else noise.clip_bound(bound)
+    total, count = clipped_grad_sum(model, data, theta, clip_to,
                                     method=method, block_size=block_size, grad_dtype=grad_dtype)
-    sigma = noise_std(tau_g, n, jnp.asarray(grad_clip, dtype))
-    return Release(gaussian_mechanism(key, total, sigma), sigma, count)
+    sigma = noise_std(tau_g, n, bound)
+    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)

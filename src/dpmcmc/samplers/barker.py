@@ -61,7 +61,7 @@ on which the RDP bound does not depend (App. B, last paragraph).
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -80,7 +80,7 @@ from dpmcmc.samplers._barker_correction import (
     sample_correction,
     validate_correction_variance,
 )
-from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
     batch_rows,
@@ -148,7 +148,8 @@ def barker_clip_bound(batch_size: int, n0: float) -> float:
 
 
 def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Array, n0: float,
-                   *, _exact_logistic: bool = False) -> BarkerRelease:
+                   *, _exact_logistic: bool = False, noise: Optional[NoiseSource] = None
+                   ) -> BarkerRelease:
     """Release the noisy tempered batch estimate ``Δ̃`` of DP Barker (steps 2–4 of the module doc).
 
     Parameters
@@ -163,6 +164,9 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     _exact_logistic : bool
         TESTING ONLY: release ``Δ*_data`` without noise (the caller then draws an exact logistic
         instead of ``X_nc + X_corr``). Never set it in a real run.
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
 
     Returns
     -------
@@ -171,7 +175,8 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     b = batch.shape[0]
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(barker_clip_bound(b, n0), dtype)
-    r, clipped = clipped_batch_llr(model, batch, theta, theta_new, bound)
+    clip_to = bound if noise is None else noise.clip_bound(bound)
+    r, clipped = clipped_batch_llr(model, batch, theta, theta_new, clip_to)
     total, sq_dev = batch_llr_moments(r)
     k = jnp.asarray(n0 / b, dtype)
     # s² ≤ 1 holds exactly for clipped ratios (002 eq. 61); the clamp only absorbs rounding.
@@ -180,12 +185,12 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     count = jnp.sum(clipped, dtype=jnp.int32)
     if _exact_logistic:
         return BarkerRelease(k * total, noise_variance, s2, count)
-    value = gaussian_mechanism(key, k * total, jnp.sqrt(noise_variance))
+    value = gaussian_mechanism(key, k * total, jnp.sqrt(noise_variance), noise)
     return BarkerRelease(value, noise_variance, s2, count)
 
 
-def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool = False
-                  ) -> tuple[Array, Array]:
+def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool = False,
+                  noise: Optional[NoiseSource] = None) -> tuple[Array, Array]:
     """The corrected Barker test: accept iff ``noisy_log_ratio + X_corr > 0``, ``X_corr`` at C = 2.
 
     Parameters
@@ -197,6 +202,8 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool =
         TESTING ONLY: add an exact standard logistic draw instead of ``X_corr`` (with a
         noiseless ``Δ*`` this is the exact Barker test, the limit the privacy noise
         approximates). Never set it in a real run.
+    noise : NoiseSource, optional
+        The kernel's noise source, which draws ``X_corr`` (secret in secure mode).
 
     Returns
     -------
@@ -209,14 +216,14 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool =
     if _exact_logistic:
         x = jax.random.logistic(key, (), dtype=dtype)
     else:
-        x = sample_correction(key, (), C=DP_BARKER_C, dtype=dtype)
+        x = sample_correction(key, (), C=DP_BARKER_C, dtype=dtype, noise=noise)
     nan = jnp.isnan(noisy_log_ratio)
     return (~nan) & (noisy_log_ratio + x > 0), nan
 
 
 def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
-                    mode: str = "random-walk", *, _exact_logistic: bool = False,
-                    _audit: bool = False) -> Kernel:
+                    mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
+                    _exact_logistic: bool = False, _audit: bool = False) -> Kernel:
     """The DP Barker kernel (see the module docstring).
 
     Parameters
@@ -235,6 +242,9 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
         Proposal of :func:`dpmcmc.samplers.dp_penalty.propose`. The guided walk is valid with the
         Barker acceptance function too: its argument needs only detailed balance of the move on
         ``(θ, d)``, which any ``g`` with ``g(s) = e^s g(−s)`` gives (002 Lemma 1).
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _exact_logistic : bool
         TESTING ONLY: no privacy noise, exact logistic test (see :func:`barker_accept`).
     _audit : bool
@@ -263,11 +273,11 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
         k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        idx = sample_batch_indices(k_batch, n, b)
+        idx = sample_batch_indices(k_batch, n, b, noise)
         rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
-                             _exact_logistic=_exact_logistic)
+                             _exact_logistic=_exact_logistic, noise=noise)
         noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-        accepted, nan = barker_accept(k_acc, noisy, _exact_logistic=_exact_logistic)
+        accepted, nan = barker_accept(k_acc, noisy, _exact_logistic=_exact_logistic, noise=noise)
         new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)
         if _audit:
             return new_state, (info, {"delta": rel.value, "noise_variance": rel.noise_variance,

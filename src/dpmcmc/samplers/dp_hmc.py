@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
+from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
@@ -49,7 +50,7 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
                  step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
                  grad_method: str = "auto", block_size: Optional[int] = None,
                  grad_dtype: Optional[str] = "float32", mesh=None,
-                 _correction: bool = True, _audit: bool = False) -> Kernel:
+                 noise: Optional[NoiseSource] = None, _correction: bool = True, _audit: bool = False) -> Kernel:
     """The DP-HMC kernel.
 
     Parameters
@@ -82,6 +83,9 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     mesh : jax.sharding.Mesh, optional
         Split the data rows over the devices of the mesh's (one) axis (see
         :mod:`dpmcmc.samplers._sharding`).
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _correction : bool
         Internal testing hook (drops the penalty term when False). Never set it in a real run.
     _audit : bool
@@ -104,7 +108,7 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
 
     def grad_fn(key, theta):
         rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
-                           grad_dtype=grad_dtype)
+                           grad_dtype=grad_dtype, noise=noise)
         # The audit hook also sums the released gradients (through the leapfrog's aux sum).
         aux = (rel.clip_count, rel.value) if _audit else rel.clip_count
         return temp * rel.value + prior_grad(theta), aux
@@ -125,7 +129,7 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
         finite = jnp.all(jnp.isfinite(lf.position)) & jnp.all(jnp.isfinite(lf.momentum))
         theta_new = jnp.where(finite, lf.position, theta)
         p_new = jnp.where(finite, lf.momentum, p0)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip)
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip, noise=noise)
         noisy_log_ratio = (temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
                            + kinetic_energy(p0, m) - kinetic_energy(p_new, m))
         accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,

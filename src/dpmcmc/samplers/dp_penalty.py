@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_llr
@@ -110,7 +111,8 @@ def finish_move(state: DPPenaltyState, theta_new: Array, component: Array, accep
 
 def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
                      mode: str = "random-walk", *, block_size: Optional[int] = None,
-                     mesh=None, _correction: bool = True, _audit: bool = False) -> Kernel:
+                     mesh=None, noise: Optional[NoiseSource] = None, _correction: bool = True,
+                     _audit: bool = False) -> Kernel:
     """The DP penalty kernel.
 
     Parameters
@@ -129,6 +131,9 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     mesh : jax.sharding.Mesh, optional
         Split the data rows over the devices of the mesh's (one) axis (see
         :mod:`dpmcmc.samplers._sharding`).
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _correction : bool
         Internal testing hook (drops the penalty term when False). Never set it in a real run.
     _audit : bool
@@ -152,7 +157,7 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
         k_prop, k_noise, k_acc = jax.random.split(key, 3)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip)
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
         noisy_log_ratio = temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
                                        correction=_correction)

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
 from dpmcmc.samplers._per_example import auto_block_size, clipped_grad_sum
 from dpmcmc.samplers._releases import Release
@@ -61,7 +61,8 @@ class SGLDState(NamedTuple):
 
 def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size: int,
                        noise_multiplier: float, grad_clip: float, *, method: str = "auto",
-                       block_size: Optional[int] = None) -> tuple[Release, Array]:
+                       block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
+                       ) -> tuple[Release, Array]:
     """Draw a batch and release ``Σ_{j∈B} clip_C(∇ℓ_j(θ)) + N(0, (noise_multiplier·C)² I)``.
 
     The only data access of DP-SGLD and DP-SGNHT: a fixed-size batch drawn without replacement,
@@ -84,6 +85,9 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
         Autodiff mode for the per-example gradients.
     block_size : int, optional
         Scan the batch in blocks of this many rows (see :mod:`dpmcmc.samplers._per_example`).
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
 
     Returns
     -------
@@ -95,19 +99,20 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     """
     n = data.shape[0]
     k_batch, k_noise = jax.random.split(key)
-    idx = sample_batch_indices(k_batch, n, batch_size)
+    idx = sample_batch_indices(k_batch, n, batch_size, noise)
     batch = batch_rows(data, idx)
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(grad_clip, dtype)
-    total, count = clipped_grad_sum(model, batch, theta, bound, method=method,
+    clip_to = bound if noise is None else noise.clip_bound(bound)
+    total, count = clipped_grad_sum(model, batch, theta, clip_to, method=method,
                                     block_size=block_size)
     sigma = jnp.asarray(noise_multiplier, dtype) * bound
-    return Release(gaussian_mechanism(k_noise, total, sigma), sigma, count), idx
+    return Release(gaussian_mechanism(k_noise, total, sigma, noise), sigma, count), idx
 
 
 def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: float,
                        grad_clip: float, *, method: str = "auto",
-                       block_size: Optional[int] = None):
+                       block_size: Optional[int] = None, noise: Optional[NoiseSource] = None):
     """The private estimate ``ĝ(θ) = T (n/b) S̃ + ∇ ln p(θ)`` of ∇ ln π(θ) as a function.
 
     Returns
@@ -123,7 +128,8 @@ def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: fl
 
     def grad(key, theta):
         rel, _ = release_batch_grad(key, model, data, theta, batch_size, noise_multiplier,
-                                    grad_clip, method=method, block_size=block_size)
+                                    grad_clip, method=method, block_size=block_size,
+                                    noise=noise)
         return scale * rel.value + prior_grad(theta), rel
 
     return grad
@@ -131,7 +137,8 @@ def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: fl
 
 def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_multiplier: float,
                   grad_clip: float, *, grad_method: str = "auto",
-                  block_size: Optional[int] = None, _audit: bool = False) -> Kernel:
+                  block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
+                  _audit: bool = False) -> Kernel:
     """The DP-SGLD kernel (see the module docstring for the update).
 
     Parameters
@@ -151,6 +158,9 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
     block_size : int, optional
         Block size of the per-example pass over a batch (default: one pass unless the batch
         exceeds 8192 rows on CPU).
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _audit : bool
         Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
         ``taps = {"grad_sum", "grad_sigma", "theta"}``: the released noisy untempered batch sum,
@@ -164,7 +174,7 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
         update.
     """
     grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
-                              method=grad_method, block_size=block_size)
+                              method=grad_method, block_size=block_size, noise=noise)
 
     def init(theta):
         return SGLDState(jnp.asarray(theta))

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._types import Info, Kernel
 from dpmcmc.samplers.dp_sgld import gradient_estimator
 
@@ -63,7 +64,7 @@ class SGNHTState(NamedTuple):
 def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, friction: float, *,
                    grad_method: str = "auto", block_size: Optional[int] = None,
-                   _audit: bool = False) -> Kernel:
+                   noise: Optional[NoiseSource] = None, _audit: bool = False) -> Kernel:
     """The DP-SGNHT kernel (see the module docstring for the update).
 
     Parameters
@@ -83,6 +84,9 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
     grad_method : {"auto", "forward", "reverse"}
     block_size : int, optional
         As in :func:`dpmcmc.samplers.dp_sgld.build_dp_sgld`.
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _audit : bool
         Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
         ``taps = {"grad_sum", "grad_sigma", "theta"}`` as in DP-SGLD. Never set it in a real run.
@@ -94,7 +98,7 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
         of the b batch gradients clipped, ``diverged`` a discarded non-finite update.
     """
     grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
-                              method=grad_method, block_size=block_size)
+                              method=grad_method, block_size=block_size, noise=noise)
 
     def init(theta):
         theta = jnp.asarray(theta)

@@ -56,12 +56,12 @@ check by brute force over worst-case substitutions.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
     batch_rows,
@@ -132,8 +132,8 @@ def penalised_statistic(r: Array, k: Array) -> Array:
 
 
 def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_new: Array,
-                          n: int, tau: float, clip: float, *, _variance_correction: bool = True
-                          ) -> MinibatchRelease:
+                          n: int, tau: float, clip: float, *, _variance_correction: bool = True,
+                          noise: Optional[NoiseSource] = None) -> MinibatchRelease:
     """Release ``λ_B − σ_b²/2 + N(0, τ c²)`` for one batch (steps 2–4 of the module doc).
 
     Parameters
@@ -153,6 +153,9 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
     _variance_correction : bool
         TESTING ONLY: ``False`` drops the ``−σ_b²/2`` term (an incorrect sampler, used to show
         the tests have power). Never set it in a real run.
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
 
     Returns
     -------
@@ -162,19 +165,21 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
     dtype = jnp.result_type(theta, jnp.float32)
     c0 = jnp.asarray(clip, dtype) * jnp.linalg.norm(theta_new - theta)
     k = jnp.asarray(n * model.temperature / b, dtype)
-    r, clipped = clipped_batch_llr(model, batch, theta, theta_new, c0)
+    clip_to = c0 if noise is None else noise.clip_bound(c0)
+    r, clipped = clipped_batch_llr(model, batch, theta, theta_new, clip_to)
     if _variance_correction:
         stat = penalised_statistic(r, k)
     else:
         stat = k * jnp.sum(r)
     c = minibatch_sensitivity(c0, k, b)
     sigma = jnp.sqrt(jnp.asarray(tau, dtype)) * c
-    return MinibatchRelease(gaussian_mechanism(key, stat, sigma), sigma, c,
+    return MinibatchRelease(gaussian_mechanism(key, stat, sigma, noise), sigma, c,
                             jnp.sum(clipped, dtype=jnp.int32))
 
 
 def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, clip: float,
                             proposal_std: Array, mode: str = "random-walk", *,
+                            noise: Optional[NoiseSource] = None,
                             _variance_correction: bool = True, _audit: bool = False) -> Kernel:
     """The minibatch DP penalty kernel (see the module docstring).
 
@@ -190,6 +195,9 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
         L > 0: per-example ratio bound per unit of ‖θ − θ'‖.
     proposal_std : array (dim,)
     mode : {"random-walk", "one-component", "guided-walk"}
+    noise : NoiseSource, optional
+        Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
+        release's JAX key; the chain driver passes a secure source in secure mode).
     _variance_correction : bool
         TESTING ONLY (see :func:`release_penalised_llr`).
     _audit : bool
@@ -215,9 +223,10 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
         k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        idx = sample_batch_indices(k_batch, n, b)
+        idx = sample_batch_indices(k_batch, n, b, noise)
         rel = release_penalised_llr(k_noise, model, batch_rows(data, idx), theta, theta_new, n,
-                                    tau, clip, _variance_correction=_variance_correction)
+                                    tau, clip, _variance_correction=_variance_correction,
+                                    noise=noise)
         noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = penalty_accept(k_acc, noisy, rel.sigma)
         new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)

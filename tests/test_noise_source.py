@@ -1,0 +1,156 @@
+"""The privacy-noise source: carried by the kernel, float64 whatever the user's JAX settings.
+
+* Two runs traced at the same time in two threads (one secure and one not, or two secure runs
+  under different secrets) each draw exactly their own noise: the draws equal those of the same
+  run made alone, and the executions of the secure generator, counted per secret, equal the
+  releases the accountant charges each run. The threads are made to trace in lockstep (the
+  model's log-likelihood meets the other thread at trace time), which is where process-global
+  trace-time flags crossed over.
+* With ``jax_enable_x64`` off (a subprocess, since conftest turns it on) the released noisy
+  statistics are float64 and their tail beyond 5.3σ has the normal rate, and ``dpmcmc.sample``
+  runs and leaves the user's setting off.
+* The default key carries at least 128 bits drawn from ``secrets``.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpmcmc
+from dpmcmc import accounting
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS, _mechanisms
+from dpmcmc.secure import secure_key
+
+from api_params import DIM, gaussian_data, valid_params
+
+ITERATIONS = 4
+
+
+class _Lockstep:
+    """Trace-time rendezvous of two threads: every trace of the log-likelihood in one thread
+    waits (up to a few seconds) for a trace in the other, so the two runs are traced together."""
+
+    def __init__(self):
+        self.active = False
+        self.barrier = threading.Barrier(2, timeout=5.0)
+
+    def meet(self):
+        if self.active:
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                pass  # the other thread has no trace left to pair with: go on alone
+
+
+def _model(lockstep: _Lockstep) -> Model:
+    def loglik(th, x):
+        lockstep.meet()  # Python: runs while JAX traces, never at run time
+        return -0.5 * jnp.sum((x - th) ** 2)
+
+    return Model(loglik, lambda th: -0.5 * jnp.sum(th ** 2) / 100.0, DIM, name="lockstep-gauss")
+
+
+def _count_secure_draws(monkeypatch):
+    """Executions of the secure normal draw at run time, counted per secret (its first word)."""
+    counts = collections.Counter()
+    lock = threading.Lock()
+    real = _mechanisms._secure_standard_normal
+
+    def bump(word, _key_words):
+        with lock:
+            counts[int(word)] += 1
+
+    def counting(secret, key, shape, dtype, *rest):
+        z = real(secret, key, shape, dtype, *rest)
+        # The release's JAX key (one per chain) makes the callback run once per chain under vmap.
+        key_words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        jax.debug.callback(bump, jnp.asarray(secret)[0], key_words, ordered=False)
+        return z
+
+    monkeypatch.setattr(_mechanisms, "_secure_standard_normal", counting)
+    return counts
+
+
+def _run(model, algorithm, key_seed, secure):
+    return np.asarray(dpmcmc.sample(
+        model, gaussian_data(), algorithm, delta=1e-3, iterations=ITERATIONS, chains=2,
+        key=jax.random.key(key_seed), progress=False, secure=secure,
+        **valid_params(algorithm)).samples)
+
+
+def _concurrently(lockstep, jobs):
+    out, errors = [None] * len(jobs), []
+
+    def work(i, job):
+        try:
+            out[i] = job()
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, job)) for i, job in enumerate(jobs)]
+    lockstep.active = True
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        lockstep.active = False
+    if errors:
+        raise errors[0]
+    return out
+
+
+def _charged(algorithm):
+    spec = ALGORITHMS[algorithm]
+    params = spec.prepare(valid_params(algorithm), _model(_Lockstep()), 60)
+    return sum(r.per_iteration for r in accounting.releases(algorithm, 60,
+                                                            **spec.accounting_params(params)))
+
+
+@pytest.mark.parametrize("algorithm", ["dp-penalty", "minibatch-penalty"])
+def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeypatch):
+    lockstep = _Lockstep()
+    model = _model(lockstep)
+    s1, s2 = secure_key(101), secure_key(202)
+    alone = [_run(model, algorithm, 1, s1), _run(model, algorithm, 2, s2)]
+    counts = _count_secure_draws(monkeypatch)
+    together = _concurrently(lockstep, [lambda: _run(model, algorithm, 1, s1),
+                                        lambda: _run(model, algorithm, 2, s2)])
+    jax.effects_barrier()
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
+    # Each run executes exactly its charged releases under its own secret (2 chains).
+    want = 2 * ITERATIONS * _charged(algorithm)
+    words = {int(np.asarray(s1.words)[0]), int(np.asarray(s2.words)[0])}
+    assert dict(counts) == {w: want for w in words}
+
+
+def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
+    lockstep = _Lockstep()
+    model = _model(lockstep)
+    secret = secure_key(7)
+    secure_alone = _run(model, "dp-penalty", 3, secret)
+    public_alone = _run(model, "dp-penalty", 4, False)
+    public_same_key = _run(model, "dp-penalty", 3, False)
+    counts = _count_secure_draws(monkeypatch)
+    secure_both, public_both = _concurrently(
+        lockstep, [lambda: _run(model, "dp-penalty", 3, secret),
+                   lambda: _run(model, "dp-penalty", 4, False)])
+    jax.effects_barrier()
+    np.testing.assert_array_equal(secure_both, secure_alone)
+    np.testing.assert_array_equal(public_both, public_alone)
+    # The secure run's noise is not the one its public JAX key gives (the chains move, so the
+    # draws differ once any noisy acceptance does).
+    assert not np.array_equal(secure_both, public_same_key)
+    assert dict(counts) == {int(np.asarray(secret.words)[0]): 2 * ITERATIONS * _charged("dp-penalty")}
