@@ -154,3 +154,61 @@ def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
     # draws differ once any noisy acceptance does).
     assert not np.array_equal(secure_both, public_same_key)
     assert dict(counts) == {int(np.asarray(secret.words)[0]): 2 * ITERATIONS * _charged("dp-penalty")}
+
+
+# ---------------------------------------------------------------- float64 with x64 off
+
+_X64_OFF_CHILD = textwrap.dedent("""
+    import json, math
+    import jax, jax.numpy as jnp, numpy as np
+    assert not jax.config.jax_enable_x64
+    import dpmcmc
+    from dpmcmc.models.base import Model
+    from dpmcmc.samplers import ALGORITHMS
+    from dpmcmc.samplers._driver import run_chains
+
+    out = {}
+    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: 0.0 * jnp.sum(th), 1)
+    from dpmcmc.samplers._mechanisms import gaussian_mechanism
+    # 10^8 draws through the public mechanism, on a float32 statistic, in 20 releases.
+    tail, dtypes = 0, set()
+    with jax.enable_x64(True):
+        release = jax.jit(lambda kk: gaussian_mechanism(kk, jnp.zeros(5_000_000, jnp.float32), 1.0))
+        for i in range(20):
+            z = release(jax.random.key(i))
+            dtypes.add(str(z.dtype))
+            tail += int(jnp.sum(jnp.abs(z) > 5.3))
+    out["mechanism_dtype"] = "/".join(sorted(dtypes))
+    out["tail"] = tail
+    res = dpmcmc.sample(model, np.random.default_rng(0).normal(size=(30, 1)), "dp-penalty",
+                        delta=1e-3, iterations=20, chains=2, key=jax.random.key(0),
+                        progress=False, tau=0.5, clip=5.0, proposal_std=0.1)
+    out["samples_dtype"] = str(res.samples.dtype)
+    out["x64_after"] = bool(jax.config.jax_enable_x64)
+    try:
+        gaussian_mechanism(jax.random.key(0), jnp.zeros(2), 1.0)
+        out["refused"] = False
+    except RuntimeError as exc:
+        out["refused"] = "float64" in str(exc)
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_noise_is_float64_with_x64_off_and_the_setting_is_kept():
+    """In a fresh process with ``JAX_ENABLE_X64=0``: the released noise is float64 and exceeds
+    5.3σ at the normal rate (10^8 draws, P(|Z| > 5.3) = 1.158e-7: 11.6 expected; the float32
+    sampler never exceeds about 5.3σ; the bounds [1, 30] hold with probability > 1 − 1e-5 for
+    the Poisson count, seeded keys so the outcome is fixed); ``dpmcmc.sample``
+    runs; the global setting is still off afterwards; a bare mechanism call outside any x64
+    scope is refused rather than drawn in float32."""
+    env = dict(os.environ, JAX_ENABLE_X64="0", PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-c", _X64_OFF_CHILD], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["mechanism_dtype"] == "float64"
+    assert 1 <= out["tail"] <= 30
+    assert out["samples_dtype"] == "float64"
+    assert out["x64_after"] is False
+    assert out["refused"] is True

@@ -18,7 +18,7 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc._chacha import chacha20_block
 from dpmcmc.samplers import ALGORITHMS, _mechanisms
-from dpmcmc.samplers._mechanisms import _noise_position, _secure_noise, gaussian_mechanism
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.secure import SecureKey, secure_key, secure_normal
 
 from api_params import gaussian_data, gaussian_model, valid_params
@@ -40,8 +40,7 @@ def test_secure_noise_is_the_documented_chacha_prf():
     secret = secure_key(123).words
     key = jax.random.key(9)
     value = jnp.arange(4.0)
-    with _secure_noise(secret), _noise_position(jnp.uint32(2), jnp.uint32(5)):
-        out = gaussian_mechanism(key, value, 0.5)
+    out = gaussian_mechanism(key, value, 0.5, NoiseSource(secret, jnp.uint32(2), jnp.uint32(5)))
     np.testing.assert_array_equal(out, value + 0.5 * expected_noise(secret, 2, 5, key, (4,)))
     # Outside secure mode: JAX's generator, as before.
     np.testing.assert_array_equal(gaussian_mechanism(key, value, 0.5),
@@ -53,8 +52,8 @@ def test_secure_noise_depends_on_secret_and_position_not_only_on_the_jax_key():
     value = jnp.zeros(64)
 
     def draw(seed, chain=0, it=0):
-        with _secure_noise(secure_key(seed).words), _noise_position(jnp.uint32(chain), jnp.uint32(it)):
-            return np.asarray(gaussian_mechanism(key, value, 1.0))
+        source = NoiseSource(secure_key(seed).words, jnp.uint32(chain), jnp.uint32(it))
+        return np.asarray(gaussian_mechanism(key, value, 1.0, source))
 
     a = draw(1)
     np.testing.assert_array_equal(a, draw(1))  # reproducible with the same secret
@@ -71,13 +70,13 @@ def test_secure_noise_is_jit_and_vmap_consistent():
     secret = secure_key(5).words
     keys = jax.random.split(jax.random.key(0), 3)
 
-    def one(k, c):
-        with _noise_position(c, jnp.uint32(7)):
-            return gaussian_mechanism(k, jnp.zeros(2), 1.0)
-
     def batched(secret):
-        with _secure_noise(secret):
-            return jax.vmap(one)(keys, jnp.arange(3, dtype=jnp.uint32))
+        source = NoiseSource(secret)
+
+        def one(k, c):
+            return gaussian_mechanism(k, jnp.zeros(2), 1.0, source.at(c, jnp.uint32(7)))
+
+        return jax.vmap(one)(keys, jnp.arange(3, dtype=jnp.uint32))
 
     out = jax.jit(batched)(secret)
     for c in range(3):
@@ -89,8 +88,8 @@ def count_secure_draws(monkeypatch):
     count = []
     real = _mechanisms._secure_standard_normal
 
-    def counting(secret, key, shape, dtype):
-        z = real(secret, key, shape, dtype)
+    def counting(secret, key, shape, dtype, *rest):
+        z = real(secret, key, shape, dtype, *rest)
         jax.debug.callback(lambda: count.append(1), ordered=False)
         return z
 
@@ -171,15 +170,14 @@ def test_noise_uniform_and_permutation_follow_the_mode():
     np.testing.assert_array_equal(_mechanisms.noise_uniform(key, (5,)), jax.random.uniform(key, (5,)))
     np.testing.assert_array_equal(_mechanisms.noise_permutation(key, 9), jax.random.permutation(key, 9))
     secret = secure_key(8).words
-    with _secure_noise(secret):
-        u = np.asarray(_mechanisms.noise_uniform(key, (5,)))
-        perm = np.asarray(_mechanisms.noise_permutation(key, 9))
+    source = NoiseSource(secret)
+    u = np.asarray(_mechanisms.noise_uniform(key, (5,), noise=source))
+    perm = np.asarray(_mechanisms.noise_permutation(key, 9, source))
     assert np.all((u >= 0) & (u < 1)) and not np.array_equal(u, jax.random.uniform(key, (5,)))
     assert sorted(perm.tolist()) == list(range(9))
     from dpmcmc.secure import secure_permutation, secure_uniform
     from dpmcmc.samplers._mechanisms import _release_key
-    with _secure_noise(secret):
-        rk = _release_key(secret, key)
+    rk = _release_key(secret, key)
     np.testing.assert_array_equal(u, secure_uniform(rk, (5,)))
     np.testing.assert_array_equal(perm, secure_permutation(rk, 9))
 
@@ -197,11 +195,10 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     default_corr = np.asarray(sample_correction(key, (64,)))
 
     def under(seed):
-        jax.clear_caches()  # sample_correction is jitted: no trace may cross modes
-        with _secure_noise(secure_key(seed).words):
-            batch = np.asarray(sample_batch_indices(key, n, b))
-            corr = np.asarray(sample_correction(key, (64,)))
-        jax.clear_caches()
+        # No cache clearing needed: the source (its secret a traced leaf) is an argument.
+        source = NoiseSource(secure_key(seed).words)
+        batch = np.asarray(sample_batch_indices(key, n, b, source))
+        corr = np.asarray(sample_correction(key, (64,), noise=source))
         return batch, corr
 
     b1, c1 = under(1)
