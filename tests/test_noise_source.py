@@ -212,3 +212,36 @@ def test_noise_is_float64_with_x64_off_and_the_setting_is_kept():
     assert out["samples_dtype"] == "float64"
     assert out["x64_after"] is False
     assert out["refused"] is True
+
+
+# ---------------------------------------------------------------- the default key
+
+def test_default_key_holds_128_bits_from_secrets(monkeypatch):
+    from dpmcmc import _keys
+
+    drawn = []
+
+    def fake_randbits(k):
+        drawn.append(k)
+        return 0x9E3779B9 ^ len(drawn)
+
+    monkeypatch.setattr(_keys.secrets, "randbits", fake_randbits)
+    key = _keys.resolve_key(None)
+    words = np.asarray(jax.random.key_data(key)).ravel()
+    assert sum(drawn) >= 128 and words.size * 32 >= 128
+    # Every word of the key comes from secrets, none is a constant or derived padding.
+    np.testing.assert_array_equal(words, [0x9E3779B9 ^ i for i in range(1, len(drawn) + 1)])
+    # The key works as any key: split, fold_in and a draw.
+    assert jax.random.normal(jax.random.fold_in(jax.random.split(key)[0], 3)).shape == ()
+    # A user's key is used as is (the reproducible path is unchanged).
+    user = jax.random.key(4)
+    assert _keys.resolve_key(user) is user
+
+
+def test_default_key_runs_sample_and_differs_per_run():
+    kw = dict(delta=1e-3, iterations=5, chains=1, progress=False, **valid_params("dp-penalty"))
+    from api_params import gaussian_model
+
+    a = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", **kw).samples
+    b = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", **kw).samples
+    assert a.shape == (1, 5, DIM) and not np.array_equal(a, b)

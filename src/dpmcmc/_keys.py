@@ -17,10 +17,22 @@ import numpy as np
 __all__ = ["resolve_key", "os_entropy_key"]
 
 
+# Bits of OS entropy in a default key. A threefry key holds only 64 (an adversary could search
+# them), so the default key uses JAX's "rbg" implementation, whose key is four uint32 words.
+DEFAULT_KEY_BITS = 128
+DEFAULT_KEY_IMPL = "rbg"
+
+
 def os_entropy_key() -> jax.Array:
-    """A typed JAX key seeded with 64 bits from the OS CSPRNG (``secrets``)."""
-    words = np.array([secrets.randbits(32), secrets.randbits(32)], dtype=np.uint32)
-    return jax.random.wrap_key_data(jnp.asarray(words))
+    """A typed JAX key of 128 bits from the OS CSPRNG (``secrets``), implementation ``"rbg"``.
+
+    Every word of the key is drawn from ``secrets``. The key is as usable as a threefry key
+    (``split``, ``fold_in``, the samplers' draws); only its stream differs, which matters to no
+    one since the key is fresh for each run. A key the user passes is used as is.
+    """
+    words = np.array([secrets.randbits(32) for _ in range(DEFAULT_KEY_BITS // 32)],
+                     dtype=np.uint32)
+    return jax.random.wrap_key_data(jnp.asarray(words), impl=DEFAULT_KEY_IMPL)
 
 
 def resolve_key(key: Any) -> jax.Array:
