@@ -30,7 +30,7 @@ from dpmcmc.audit import (
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._mechanisms import _miscalibrate, gaussian_mechanism
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 
 FAST_TRIALS = 200_000
 EPSILON = 3.0
@@ -114,26 +114,26 @@ def test_pipeline_on_a_gaussian_pair_is_valid_and_has_power():
 
 # ------------------------------------------------------------------ the testing-only hook
 
-def test_miscalibrate_scales_noise_and_clip_and_does_not_leak():
+def test_miscalibrated_source_scales_noise_and_clip_and_does_not_leak():
     key = jax.random.key(0)
-    draw = jax.jit(lambda k: gaussian_mechanism(k, np.zeros(20_000), 2.0))
-    clip = jax.jit(lambda r: clip_ratios(r, 1.0)[0])
-    before = np.asarray(draw(key))
+    draw = jax.jit(lambda k, noise: gaussian_mechanism(k, np.zeros(20_000), 2.0, noise))
+    clip = jax.jit(lambda r, noise: clip_ratios(r, noise.clip_bound(1.0))[0])
+    plain = NoiseSource()
+    before = np.asarray(draw(key, plain))
     assert np.std(before) == pytest.approx(2.0, rel=0.05)
-    with _miscalibrate(noise_scale=0.3, sensitivity_factor=0.5):
-        # Compiled before the block, traced again inside: the setting applies.
-        inside = np.asarray(draw(key))
-        np.testing.assert_allclose(inside, 0.3 * before, rtol=1e-12, atol=1e-12)
-        assert float(clip(np.array([5.0]))[0]) == 2.0
-        g, _ = clip_gradients(np.array([[30.0, 40.0]]), 1.0)
-        assert float(np.linalg.norm(g)) == pytest.approx(2.0)
-    # Compiled inside the block, used after it: nothing leaks out.
-    np.testing.assert_array_equal(np.asarray(draw(key)), before)
-    assert float(clip(np.array([5.0]))[0]) == 1.0
-    assert _mechanisms._MISCALIBRATION == {"noise_scale": 1.0, "sensitivity_factor": 1.0}
+    wrong = NoiseSource(noise_scale=0.3, sensitivity_factor=0.5)
+    # The same compiled functions, another source: the miscalibration applies to it alone.
+    inside = np.asarray(draw(key, wrong))
+    np.testing.assert_allclose(inside, 0.3 * before, rtol=1e-12, atol=1e-12)
+    assert float(clip(np.array([5.0]), wrong)[0]) == 2.0
+    g, _ = clip_gradients(np.array([[30.0, 40.0]]), wrong.clip_bound(1.0))
+    assert float(np.linalg.norm(g)) == pytest.approx(2.0)
+    # Used after it: nothing leaks into the calibrated source.
+    np.testing.assert_array_equal(np.asarray(draw(key, plain)), before)
+    assert float(clip(np.array([5.0]), plain)[0]) == 1.0
+    assert not hasattr(_mechanisms, "_MISCALIBRATION")  # no process-global setting exists
     with pytest.raises(ValueError, match="noise_scale"):
-        with _miscalibrate(noise_scale=0.0):
-            pass
+        NoiseSource(noise_scale=0.0)
 
 
 # ------------------------------------------------------------------ the audit tap and design
@@ -208,12 +208,11 @@ NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
 ], ids=["dp-penalty-noise-x0.3", "dp-hmc-sensitivity-undercounted-x2",
         "dp-penalty-sensitivity-undercounted-x2", "dp-hmc-noise-x0.3"])
 def test_miscalibrated_sampler_is_flagged(algorithm, variant):
-    with _miscalibrate(**variant):
-        res = audit(algorithm, EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(202))
+    res = audit(algorithm, EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(202), _miscalibration=variant)
     assert res.flagged
     assert res.epsilon_lower > res.epsilon_claimed
     assert res.miscalibration is not None
-    assert _mechanisms._MISCALIBRATION == {"noise_scale": 1.0, "sensitivity_factor": 1.0}
+    assert not hasattr(_mechanisms, "_MISCALIBRATION")  # no process-global setting exists
 
 
 @pytest.mark.slow
@@ -279,6 +278,5 @@ def test_default_configuration(algorithm):
     res = audit(algorithm, key=jax.random.key(303))
     assert res.trials == 1_000_000
     assert 0.3 * res.epsilon_claimed <= res.epsilon_lower <= res.epsilon_claimed
-    with _miscalibrate(sensitivity_factor=0.5):
-        bad = audit(algorithm, key=jax.random.key(304))
+    bad = audit(algorithm, key=jax.random.key(304), _miscalibration={"sensitivity_factor": 0.5})
     assert bad.flagged

@@ -25,7 +25,6 @@ from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit._designs import FAR
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers._mechanisms import _miscalibrate
 from dpmcmc.samplers.barker import build_dp_barker
 
 EPSILON, DELTA, FAST_TRIALS = 3.0, 1e-5, 200_000
@@ -122,11 +121,10 @@ def test_calibrated_barker_passes():
     pytest.param({"sensitivity_factor": 0.5}, 1_000_000, marks=pytest.mark.slow),
 ], ids=["noise-x0.3", "sensitivity-undercounted-x2"])
 def test_miscalibrated_barker_is_flagged(variant, trials):
-    with _miscalibrate(**variant):
-        res = audit("dp-barker", EPSILON, DELTA, trials=trials, key=jax.random.key(411))
+    res = audit("dp-barker", EPSILON, DELTA, trials=trials, key=jax.random.key(411), _miscalibration=variant)
     assert res.flagged and res.epsilon_lower > res.epsilon_claimed
     assert res.miscalibration is not None
-    assert _mechanisms._MISCALIBRATION == {"noise_scale": 1.0, "sensitivity_factor": 1.0}
+    assert not hasattr(_mechanisms, "_MISCALIBRATION")  # no process-global setting exists
 
 
 def test_cli_audit_dp_barker_json():
@@ -142,3 +140,49 @@ def test_cli_audit_dp_barker_json():
     assert obj["algorithm"] == "dp-barker" and obj["trials"] == 20000 and obj["iterations"] == 8
     assert 2.9 < obj["epsilon_claimed"] <= 3.0 and obj["n"] == obj["params"]["batch_size"] == 104
     assert 0.0 <= obj["epsilon_lower"] <= obj["epsilon_claimed"] and obj["flagged"] is False
+
+
+# ------------------------------------------------------------------ bounded work
+
+def test_tiny_epsilon_is_refused_before_any_run(monkeypatch):
+    """ε → 0 needs an unbounded DP Barker batch: refused (naming epsilon and the size) in well
+    under a second, before any design is simulated (the runner is never built)."""
+    import time
+
+    from dpmcmc.audit import _core
+    from dpmcmc.audit._designs import MAX_DESIGN_ROWS
+
+    def no_runner(*args, **kwargs):
+        raise AssertionError("the audit built its runner")
+
+    monkeypatch.setattr(_core, "_make_runner", no_runner)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"epsilon=1e-06.*more than {MAX_DESIGN_ROWS} records"):
+        audit("dp-barker", 1e-6, DELTA, trials=FAST_TRIALS, key=jax.random.key(0))
+    assert time.perf_counter() - start < 30.0  # was still running after 300 s
+
+
+def test_cli_tiny_epsilon_fails_fast_with_the_reason():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "dpmcmc.cli", "audit", "dp-barker", "--epsilon", "1e-6"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "epsilon" in proc.stderr + proc.stdout and "records" in proc.stderr + proc.stdout
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(epsilon=st.one_of(st.floats(allow_nan=False, max_value=1e-3), st.just(math.nan), st.just(math.inf),
+                         st.just(0.0), st.booleans(), st.text(max_size=3), st.none()),
+       trials=st.one_of(st.just(1000), st.integers(max_value=999), st.floats(), st.booleans()))
+def test_audit_argument_validation_names_the_argument(epsilon, trials):
+    """Any invalid (or unauditably small) epsilon or trials fails fast with an error that
+    names the argument, never by starting the runs."""
+    with pytest.raises((TypeError, ValueError)) as err:
+        audit("dp-barker", epsilon, DELTA, trials=trials, key=jax.random.key(0))
+    assert "epsilon" in str(err.value) or "trials" in str(err.value)

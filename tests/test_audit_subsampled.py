@@ -23,7 +23,7 @@ from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit._designs import FAR, SUBSAMPLED_N
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers._mechanisms import _miscalibrate
+from dpmcmc.samplers._mechanisms import NoiseSource
 
 SUBSAMPLED = ["dp-sgld", "dp-sgnht", "minibatch-penalty"]
 FAST_TRIALS = 200_000
@@ -31,12 +31,13 @@ EPSILON = 3.0
 DELTA = 1e-5
 
 
-def _steps(algorithm, data, scale, iterations, key, tapped=True):
+def _steps(algorithm, data, scale, iterations, key, tapped=True, noise=None):
     entry = AUDITS[algorithm]
     design = entry.design()
     spec = ALGORITHMS[algorithm]
     p = spec.prepare(entry.params(scale), design.model, SUBSAMPLED_N)
-    kernel = entry.build(design.model, data, p) if tapped else spec.build(design.model, data, p)
+    kernel = (entry.build(design.model, data, p, noise) if tapped
+              else spec.build(design.model, data, p, noise=noise))
     step = jax.jit(kernel.step)
     s = kernel.init(design.theta0)
     out = []
@@ -63,20 +64,20 @@ def test_sgd_design_attains_the_dominating_pair(algorithm):
     # Noise scaled down to 1e-9 (testing hook): the released batch sum is −bC on D' always, and
     # −bC or −bC + 2C on D, the latter exactly when the differing record (last row) is sampled.
     design = AUDITS[algorithm].design()
-    with _miscalibrate(noise_scale=1e-9):
-        for data, prime in ((design.data, False), (design.data_prime, True)):
-            p, out = _steps(algorithm, data, 1.0, 40, jax.random.key(3))
-            b, c = p["batch_size"], p["grad_clip"]
-            sums = np.array([float(o[1][1]["grad_sum"][0]) for o in out])
-            assert all(float(o[1][1]["grad_sigma"]) == pytest.approx(p["noise_multiplier"] * c)
-                       for o in out)
-            hit = np.abs(sums - (-b * c + 2 * c)) < 1e-6
-            miss = np.abs(sums - (-b * c)) < 1e-6
-            assert np.all(hit | miss)
-            if prime:
-                assert not hit.any()
-            else:
-                assert 0 < hit.sum() < 40  # q = 0.2: both kinds occur in 40 iterations
+    for data, prime in ((design.data, False), (design.data_prime, True)):
+        p, out = _steps(algorithm, data, 1.0, 40, jax.random.key(3),
+                        noise=NoiseSource(noise_scale=1e-9))
+        b, c = p["batch_size"], p["grad_clip"]
+        sums = np.array([float(o[1][1]["grad_sum"][0]) for o in out])
+        assert all(float(o[1][1]["grad_sigma"]) == pytest.approx(p["noise_multiplier"] * c)
+                   for o in out)
+        hit = np.abs(sums - (-b * c + 2 * c)) < 1e-6
+        miss = np.abs(sums - (-b * c)) < 1e-6
+        assert np.all(hit | miss)
+        if prime:
+            assert not hit.any()
+        else:
+            assert 0 < hit.sum() < 40  # q = 0.2: both kinds occur in 40 iterations
 
 
 def test_minibatch_penalty_design_shift():
@@ -85,24 +86,24 @@ def test_minibatch_penalty_design_shift():
     # sensitivity c when θ' > θ.
     design = AUDITS["minibatch-penalty"].design()
     n = SUBSAMPLED_N
-    with _miscalibrate(noise_scale=1e-9):
-        for data, prime in ((design.data, False), (design.data_prime, True)):
-            p, out = _steps("minibatch-penalty", data, 1.0, 60, jax.random.key(4))
-            b, k = p["batch_size"], n / p["batch_size"]
-            kinds = []
-            for _, (info, taps) in out:
-                r = p["clip"] * float(taps["theta_new"][0] - taps["theta"][0])
-                m = k * b * r
-                shift = 2 * k * r + 2 * k * k * r * r * (b - 1) / b
-                y = float(taps["llr"])
-                if r > 0:
-                    assert shift == pytest.approx(float(taps["sensitivity"]), rel=1e-12)
-                if abs(y - m) < 1e-7:
-                    kinds.append(0)
-                else:
-                    assert y == pytest.approx(m - shift, abs=1e-7)
-                    kinds.append(1)
-            assert (sum(kinds) > 0) == prime
+    for data, prime in ((design.data, False), (design.data_prime, True)):
+        p, out = _steps("minibatch-penalty", data, 1.0, 60, jax.random.key(4),
+                        noise=NoiseSource(noise_scale=1e-9))
+        b, k = p["batch_size"], n / p["batch_size"]
+        kinds = []
+        for _, (info, taps) in out:
+            r = p["clip"] * float(taps["theta_new"][0] - taps["theta"][0])
+            m = k * b * r
+            shift = 2 * k * r + 2 * k * k * r * r * (b - 1) / b
+            y = float(taps["llr"])
+            if r > 0:
+                assert shift == pytest.approx(float(taps["sensitivity"]), rel=1e-12)
+            if abs(y - m) < 1e-7:
+                kinds.append(0)
+            else:
+                assert y == pytest.approx(m - shift, abs=1e-7)
+                kinds.append(1)
+        assert (sum(kinds) > 0) == prime
 
 
 def test_sgd_statistic_is_the_mixture_log_likelihood_ratio():
@@ -150,12 +151,11 @@ NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
         "minibatch-penalty-sensitivity-undercounted-x2", "dp-sgld-sensitivity-undercounted-x2",
         "dp-sgnht-noise-x0.3", "minibatch-penalty-noise-x0.3"])
 def test_miscalibrated_subsampled_sampler_is_flagged(algorithm, variant):
-    with _miscalibrate(**variant):
-        res = audit(algorithm, EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(212))
+    res = audit(algorithm, EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(212), _miscalibration=variant)
     assert res.flagged
     assert res.epsilon_lower > res.epsilon_claimed
     assert res.miscalibration is not None
-    assert _mechanisms._MISCALIBRATION == {"noise_scale": 1.0, "sensitivity_factor": 1.0}
+    assert not hasattr(_mechanisms, "_MISCALIBRATION")  # no process-global setting exists
 
 
 def test_cli_audit_dp_sgld_json():

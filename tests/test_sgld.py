@@ -18,7 +18,7 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.gaussian import gaussian
 from dpmcmc.samplers import ALGORITHMS, build_dp_sgld, build_dp_sgnht
-from dpmcmc.samplers._mechanisms import _miscalibrate
+from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._types import Info, Kernel
 from dpmcmc.samplers.dp_sgld import gradient_estimator, release_batch_grad
 from dpmcmc.samplers.dp_sgnht import SGNHTState
@@ -229,14 +229,13 @@ def test_miscalibration_hook_reaches_the_release():
     theta = jnp.asarray([mean[0] + 5.0])
     keys = jax.random.split(jax.random.key(2), 2000)
 
-    def noise_std():
+    def noise_std(noise=None):
         rel, _ = jax.jit(jax.vmap(lambda k: release_batch_grad(k, model, data, theta, n, 1.0,
-                                                               0.5)))(keys)
+                                                               0.5, noise=noise)))(keys)
         return float(np.std(np.asarray(rel.value[:, 0])))
 
     plain = noise_std()
-    with _miscalibrate(noise_scale=0.5):
-        scaled = noise_std()
+    scaled = noise_std(NoiseSource(noise_scale=0.5))
     assert scaled / plain == pytest.approx(0.5, rel=1e-9)
 
 
