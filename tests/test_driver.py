@@ -163,7 +163,10 @@ for name, p in P.items():
     spec = ALGORITHMS[name]
     kernel = spec.build(model, data, spec.prepare(p, model, 50))
     pos, info = run_chains(kernel, np.zeros((2, 2)), jax.random.key(0), 30, progress=False)
-    assert pos.dtype == jnp.float32, (name, pos.dtype)
+    # The run is traced with 64-bit types scoped to it (privacy noise is float64 always; was
+    # float32 here, the bug fixed), and the global setting stays off.
+    assert pos.dtype == jnp.float64, (name, pos.dtype)
+    assert not jax.config.jax_enable_x64, name
     assert np.all(np.isfinite(np.asarray(pos))), name
     assert np.asarray(info.accepted).any(), name
     assert not np.asarray(info.diverged).any(), name

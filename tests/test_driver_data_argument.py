@@ -125,9 +125,9 @@ def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
     bound, closure = both_paths("dp-penalty", model, data)
     calls = []
 
-    def build(d):
+    def build(d, noise=None):
         calls.append(type(d).__name__)
-        return bound.build(d)
+        return bound.build(d, noise=noise)
 
     key = jax.random.key(9)
     secret = secure_key(3).words
@@ -136,7 +136,13 @@ def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
     # Built for the state init, the Info shape and the one compiled chunk program: never per
     # chunk (4 chunks here) and never on concrete data.
     assert len(calls) == 3
-    b, ib = run_chains(closure, theta0, key, 17, progress=False, chunk_size=5,
+    # Secure mode needs a builder (the secret reaches the kernel through noise=): the closure
+    # path is a builder over the concrete data, ignoring the traced copy.
+    spec, prepared = ALGORITHMS["dp-penalty"], ALGORITHMS["dp-penalty"].prepare(
+        dict(PARAMS["dp-penalty"]), model, data.shape[0])
+    b, ib = run_chains(lambda _d, noise=None: spec.build(model, jnp.asarray(data), prepared,
+                                                         noise=noise),
+                       theta0, key, 17, data=None, progress=False, chunk_size=5,
                        secure_secret=secret)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for x, y in zip(jax.tree.leaves(ia), jax.tree.leaves(ib)):
