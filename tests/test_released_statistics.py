@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
 import sys
 import warnings
 
@@ -157,6 +158,10 @@ def test_private_run_splits_released_from_non_private():
         rel.accepted = np.zeros((2, ITERATIONS), bool)
     with pytest.raises(ValueError, match="read-only"):
         rel.accepted[0, 0] = not rel.accepted[0, 0]
+    # A result survives pickling (multiprocessing, caches) with its parts apart.
+    back = pickle.loads(pickle.dumps(res))
+    np.testing.assert_array_equal(back.released.accepted, rel.accepted)
+    assert set(back.diagnostics.fields()) == {"clip_fraction"}
 
 
 def test_inference_data_sample_stats_and_burn_in():

@@ -6,6 +6,7 @@ Which statistic is which, per sampler, and why, is argued once in ``docs/post_pr
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -207,6 +208,11 @@ class NonPrivateDiagnostics:
 
     def __setattr__(self, name, value):
         raise AttributeError(f"NonPrivateDiagnostics is immutable (cannot set {name!r})")
+
+    def __reduce__(self):
+        # Rebuilt through __init__: the default slot-state restore would go through __setattr__.
+        return (functools.partial(NonPrivateDiagnostics, released=self._released),
+                (self._acceptance_rate, self.clip_fraction, self._divergences))
 
     def _moved(self, name: str) -> np.ndarray:
         warnings.warn(_MOVED.format(name=name), DeprecationWarning, stacklevel=3)
