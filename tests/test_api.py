@@ -89,14 +89,17 @@ def test_mid_chain_nan_is_a_counted_rejection(algorithm, params):
     # Never propagated into the draws, and no draw ever enters the NaN region.
     assert np.all(np.isfinite(res.samples))
     assert np.all(res.samples[..., 0] <= 1.5)
-    # Counted in the non-private diagnostics, per chain.
-    div = res.diagnostics.divergences
+    # Counted per chain: for a private sampler in the released statistics (the flag is a
+    # function of noisy releases and public values), for HMC in the non-private diagnostics.
+    stats = res.released if algorithm.startswith("dp-") else res.diagnostics
+    assert (res.released is None) == (not algorithm.startswith("dp-"))
+    div = stats.divergences
     assert div.shape == (2,) and np.all(div > 0) and np.all(div <= 60)
     # A rejection leaves the chain where it was: at least that many repeated draws per chain.
     prev = np.concatenate([np.broadcast_to([1.2, 0.0], (2, 1, 2)), res.samples[:, :-1]], axis=1)
     stays = np.all(res.samples == prev, axis=2).sum(axis=1)
     assert np.all(stays >= div)
-    assert np.all(res.diagnostics.acceptance_rate <= 1 - div / 60 + 1e-12)
+    assert np.all(stats.acceptance_rate <= 1 - div / 60 + 1e-12)
 
 
 def test_result_parts_and_report():
@@ -110,5 +113,8 @@ def test_result_parts_and_report():
     assert res.secure is False
     assert "NOT PRIVATE" in repr(res.diagnostics)
     idata = res.to_inference_data()
-    assert list(idata.groups()) == ["posterior"]
+    # The released accept/divergence flags are published (post-processing); nothing else.
+    assert list(idata.groups()) == ["posterior", "sample_stats"]
+    assert set(idata.sample_stats.data_vars) == {"accepted", "diverging"}
     assert "acceptance_rate" not in str(idata.posterior.attrs)
+    assert "clip_fraction" not in str(idata.posterior.attrs) + str(idata.sample_stats.attrs)

@@ -333,7 +333,7 @@ def test_sample_end_to_end():
                                              accountant="rdp", batch_size=200, n0=50.0)
     assert res.samples.shape == (2, iters, 1) and np.all(np.isfinite(res.samples))
     assert res.params["n0"] == pytest.approx(50.0)
-    assert 0.0 < float(np.mean(res.diagnostics.acceptance_rate)) < 1.0
+    assert 0.0 < float(np.mean(res.released.acceptance_rate)) < 1.0
     # Draws after burn-in lie in the bulk of the tempered posterior.
     tail = res.samples[:, iters // 2:, 0]
     assert abs(tail.mean() - mean) < 5 * sd

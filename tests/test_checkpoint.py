@@ -78,8 +78,9 @@ def test_resume_yields_the_uninterrupted_draws_without_accounting_again(interrup
     assert chunks == [15, 20, 23]  # only the remaining iterations were run
     np.testing.assert_array_equal(resumed.samples, full.samples)
     assert resumed.privacy == full.privacy
-    for f in ("acceptance_rate", "clip_fraction", "divergences"):
-        np.testing.assert_array_equal(getattr(resumed.diagnostics, f), getattr(full.diagnostics, f))
+    np.testing.assert_array_equal(resumed.diagnostics.clip_fraction, full.diagnostics.clip_fraction)
+    for f in ("accepted", "diverged"):
+        np.testing.assert_array_equal(getattr(resumed.released, f), getattr(full.released, f))
     # A finished checkpoint returns the same result again without running a single iteration.
     monkeypatch.setattr(_driver, "_make_chunk_runner", _no_runner)
     again = call(path, _on_chunk=lambda p: chunks.append(("ran", p.done)))

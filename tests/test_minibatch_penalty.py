@@ -326,4 +326,4 @@ def test_sample_end_to_end():
                                               accountant=res.privacy.accountant, tau=4.0,
                                               batch_size=250)
     assert res.samples.shape == (2, iters, 1) and np.all(np.isfinite(res.samples))
-    assert 0.0 < float(np.mean(res.diagnostics.acceptance_rate)) < 1.0
+    assert 0.0 < float(np.mean(res.released.acceptance_rate)) < 1.0

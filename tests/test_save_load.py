@@ -10,19 +10,30 @@ import pytest
 
 import dpmcmc
 from dpmcmc import accounting
-from dpmcmc.result import NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, Result, ResultFileError, load
+from dpmcmc.result import (NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, ReleasedStatistics, Result,
+                           ResultFileError, load)
 
 
 def make_result(private=True, chains=2, draws=30, dim=3, seed=0):
     rng = np.random.default_rng(seed)
     report = (accounting.spent("dp-hmc", draws, 1e-5, 500, chains=chains, tau_l=0.5, tau_g=0.6,
                                leapfrog_steps=4) if private else None)
+    if private:
+        # Accept/divergence flags are released (post-processing); only clipping is not private.
+        released = ReleasedStatistics(accepted=rng.uniform(size=(chains, draws)) < 0.6,
+                                      diverged=rng.uniform(size=(chains, draws)) < 0.1)
+        diagnostics = NonPrivateDiagnostics(clip_fraction=rng.uniform(size=chains),
+                                            released=released)
+    else:
+        released = None
+        diagnostics = NonPrivateDiagnostics(acceptance_rate=rng.uniform(size=chains),
+                                            clip_fraction=rng.uniform(size=chains),
+                                            divergences=rng.integers(0, 5, size=chains))
     return Result(
         samples=rng.normal(size=(chains, draws, dim)),
         privacy=report,
-        diagnostics=NonPrivateDiagnostics(acceptance_rate=rng.uniform(size=chains),
-                                          clip_fraction=rng.uniform(size=chains),
-                                          divergences=rng.integers(0, 5, size=chains)),
+        diagnostics=diagnostics,
+        released=released,
         algorithm="dp-hmc" if private else "hmc",
         params={"tau_l": 0.5, "tau_g": 0.6, "mass": (1.0, 2.0, 3.0), "leapfrog_steps": 4},
         model_name="toy",
@@ -44,6 +55,13 @@ def test_round_trip_is_exact_and_needs_no_data(tmp_path, private):
     assert not os.path.exists(str(path) + NOT_PRIVATE_SUFFIX)
     raw = open(path, "rb").read()
     assert b"acceptance_rate" not in raw and b"NOT PRIVATE" not in raw
+    assert b"clip_fraction" not in raw
+    # The released flags of a private run are in the published file, bit for bit.
+    if private:
+        np.testing.assert_array_equal(back.released.accepted, res.released.accepted)
+        np.testing.assert_array_equal(back.released.diverged, res.released.diverged)
+    else:
+        assert back.released is None and b"accepted" not in raw
 
 
 def test_privacy_report_is_json_in_the_posterior_attributes(tmp_path):
@@ -52,21 +70,28 @@ def test_privacy_report_is_json_in_the_posterior_attributes(tmp_path):
     from dpmcmc.result import import_arviz
 
     idata = import_arviz().from_netcdf(tmp_path / "run.nc")
-    assert list(idata.groups()) == ["posterior"]
+    assert list(idata.groups()) == ["posterior", "sample_stats"]  # sample_stats: released flags
     report = json.loads(idata.posterior.attrs["privacy_report"])
     assert report["epsilon"] == res.privacy.epsilon and report["chains"] == 2
 
 
-def test_diagnostics_sidecar_is_separate_and_labelled(tmp_path):
-    res = make_result()
+@pytest.mark.parametrize("private", [True, False])
+def test_diagnostics_sidecar_is_separate_and_labelled(tmp_path, private):
+    res = make_result(private)
     path = res.save(tmp_path / "run.nc", diagnostics=True)
     sidecar = str(path) + NOT_PRIVATE_SUFFIX
     with open(sidecar) as f:
         payload = json.load(f)
     assert payload["NOT_PRIVATE"].startswith("NOT PRIVATE")
     back = load(path)
-    np.testing.assert_allclose(back.diagnostics.acceptance_rate, res.diagnostics.acceptance_rate)
-    np.testing.assert_array_equal(back.diagnostics.divergences, res.diagnostics.divergences)
+    np.testing.assert_allclose(back.diagnostics.clip_fraction, res.diagnostics.clip_fraction)
+    if private:
+        # Acceptance and divergences of a private run are released, not in the sidecar.
+        assert set(payload) == {"NOT_PRIVATE", "clip_fraction"}
+        np.testing.assert_array_equal(back.released.accepted, res.released.accepted)
+    else:
+        np.testing.assert_allclose(back.diagnostics.acceptance_rate, res.diagnostics.acceptance_rate)
+        np.testing.assert_array_equal(back.diagnostics.divergences, res.diagnostics.divergences)
     # The published file itself still has no diagnostics; and its InferenceData neither.
     assert "acceptance_rate" not in str(back.to_inference_data().posterior.attrs)
     # Saving again without diagnostics removes the stale sidecar.
@@ -107,7 +132,8 @@ def test_corrupted_draws_fail_the_checksum(tmp_path):
 def test_report_inconsistent_with_draws(tmp_path):
     res = make_result()
     other = accounting.spent("dp-hmc", 31, 1e-5, 500, chains=2, tau_l=0.5, tau_g=0.6, leapfrog_steps=4)
-    Result(res.samples, other, res.diagnostics, res.algorithm, res.params).save(tmp_path / "bad.nc")
+    Result(res.samples, other, res.diagnostics, res.algorithm, res.params,
+           released=res.released).save(tmp_path / "bad.nc")
     check_error(tmp_path / "bad.nc", "privacy report")
 
 

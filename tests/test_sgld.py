@@ -393,9 +393,9 @@ def test_sample_end_to_end(algorithm, extra):
     assert res.samples.shape == (2, k, 2)
     assert res.privacy.iterations == k and res.privacy.epsilon <= 2.0
     assert res.privacy.algorithm == algorithm
-    np.testing.assert_array_equal(res.diagnostics.acceptance_rate, 1.0)
+    np.testing.assert_array_equal(res.released.acceptance_rate, 1.0)
     assert np.all((res.diagnostics.clip_fraction >= 0) & (res.diagnostics.clip_fraction < 0.05))
-    assert np.all(res.diagnostics.divergences == 0)
+    assert np.all(res.released.divergences == 0)
     # The second half of the draws sits at the posterior (loose: a smoke check of the run).
     sd = np.sqrt(np.diag(np.linalg.inv(prec)))
     late = res.samples[:, k // 2:, :].reshape(-1, 2)

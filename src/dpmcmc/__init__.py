@@ -24,6 +24,7 @@ _LAZY = {
     "Model": ("dpmcmc.models.base", "Model"),
     "Result": ("dpmcmc.result", "Result"),
     "NonPrivateDiagnostics": ("dpmcmc.result", "NonPrivateDiagnostics"),
+    "ReleasedStatistics": ("dpmcmc.result", "ReleasedStatistics"),
     "PrivacyReport": ("dpmcmc.accounting", "PrivacyReport"),
 }
 

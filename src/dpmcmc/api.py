@@ -19,7 +19,7 @@ from ._checkpoint import CheckpointError, data_digest, jsonable, read_checkpoint
 from ._keys import resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
 from .models.base import Model
-from .result import NonPrivateDiagnostics, Result
+from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
 
 __all__ = ["sample", "validate_data", "CheckpointError"]
 
@@ -185,8 +185,9 @@ def sample(
     Returns
     -------
     Result
-        ``samples`` (chains, iterations, dim), ``privacy`` (PrivacyReport), and the NON-private
-        ``diagnostics`` kept apart.
+        ``samples`` (chains, iterations, dim), ``privacy`` (PrivacyReport), for a private
+        algorithm ``released`` (the accept/divergence flags, covered by the guarantee), and the
+        NON-private ``diagnostics`` kept apart.
 
     Raises
     ------
@@ -327,11 +328,22 @@ def sample(
                                       resume=None if saved is None else saved["progress"],
                                       on_chunk=on_chunk)
 
-        diagnostics = NonPrivateDiagnostics(
-            acceptance_rate=np.asarray(jnp.mean(infos.accepted.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32), axis=1)),
-            clip_fraction=np.asarray(jnp.mean(infos.clip_fraction, axis=1)),
-            divergences=np.asarray(jnp.sum(infos.diverged.astype(jnp.int32), axis=1)),
-        )
+        clip_fraction = np.asarray(jnp.mean(infos.clip_fraction, axis=1))
+        accepted = np.asarray(infos.accepted, dtype=bool)
+        diverged = np.asarray(infos.diverged, dtype=bool)
+        if spec.private:
+            # Accept and divergence flags of a private sampler are functions of its noisy releases
+            # and of data-independent randomness (docs/post_processing.md): covered by the report.
+            # The clip fractions are counted on the raw data and stay apart, NOT private.
+            released = ReleasedStatistics(accepted=accepted, diverged=diverged)
+            diagnostics = NonPrivateDiagnostics(clip_fraction=clip_fraction, released=released)
+        else:
+            released = None
+            diagnostics = NonPrivateDiagnostics(
+                acceptance_rate=np.mean(accepted, axis=1, dtype=np.float64),
+                clip_fraction=clip_fraction,
+                divergences=np.sum(diverged, axis=1, dtype=np.int64),
+            )
     return Result(
         samples=np.asarray(positions),
         privacy=report,
@@ -340,6 +352,7 @@ def sample(
         params=prepared,
         model_name=model.name,
         secure=secret is not None,
+        released=released,
     )
 
 

@@ -1,7 +1,12 @@
-"""What a run returns: the private draws with their privacy report, and — kept apart and
-labelled — the data-dependent run statistics that are NOT covered by the guarantee."""
+"""What a run returns: the private draws with their privacy report, the run statistics that are
+post-processing of the private releases (covered by the guarantee), and — kept apart and
+labelled — the data-dependent run statistics that are NOT covered by the guarantee.
+
+Which statistic is which, per sampler, and why, is argued once in ``docs/post_processing.md``.
+"""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -14,9 +19,11 @@ import numpy as np
 
 from .accounting import PrivacyReport
 
-__all__ = ["Result", "NonPrivateDiagnostics", "ResultFileError", "load", "import_arviz"]
+__all__ = ["Result", "ReleasedStatistics", "NonPrivateDiagnostics", "ResultFileError", "load",
+           "import_arviz"]
 
-# Marks a netCDF file written by Result.save, and the version of its layout.
+# Marks a netCDF file written by Result.save, and the version of its layout. The sample_stats
+# group (released statistics) is an optional addition: files without it still read as version 1.
 _FORMAT = "dpmcmc-result"
 _FORMAT_VERSION = 1
 # Suffix of the optional sidecar that holds the NON-private diagnostics.
@@ -31,6 +38,11 @@ _NOT_PRIVATE = (
     "do not publish or feed back into a private run"
 )
 
+_COVERED = (
+    "covered by the privacy guarantee: functions of the accounted noisy releases and of "
+    "data-independent randomness only (post-processing); see docs/post_processing.md"
+)
+
 
 def import_arviz():
     """Import ArviZ without its refactor announcement, which says nothing about our use."""
@@ -41,49 +53,205 @@ def import_arviz():
     return arviz
 
 
-@dataclass(frozen=True, repr=False)
-class NonPrivateDiagnostics:
-    """Per-chain run statistics that depend on the data WITHOUT privacy noise.
+def _fmt(a) -> str:
+    return np.array2string(np.asarray(a), precision=3, separator=", ")
 
-    Acceptance rates, clip fractions and divergence counts are computed from the raw data and
-    are not covered by the differential-privacy guarantee. They help the data holder check a
-    run; releasing them leaks information about individuals.
+
+@dataclass(frozen=True, repr=False)
+class ReleasedStatistics:
+    """Per-draw accept and divergence flags of a private run: covered by the privacy guarantee.
+
+    For every private algorithm the accept decision and the divergence flag of an iteration are
+    functions of that iteration's accounted noisy releases, of data-independent randomness
+    (proposal, momentum, accept uniform, Barker correction) and of the previous
+    draw, which is itself released. Post-processing cannot weaken differential privacy, so these
+    flags are covered by the run's ``PrivacyReport`` and may be published with the draws (the
+    accept flags can in any case be read off the draws: a rejection repeats the previous draw).
+    The argument, sampler by sampler, is in ``docs/post_processing.md``. The subsampled
+    samplers' batches are not involved: the flags depend on a batch only through the noisy
+    statistic released from it.
+
+    This is what makes warm-up adaptation from acceptance rates free of privacy cost.
 
     Attributes
     ----------
-    acceptance_rate : ndarray (chains,)
-        Fraction of accepted proposals per chain.
-    clip_fraction : ndarray (chains,)
-        Mean fraction of per-example terms clipped per iteration, per chain.
-    divergences : ndarray (chains,)
-        Number of iterations per chain where a non-finite value was met and the proposal was
-        rejected.
+    accepted : ndarray of bool (chains, draws)
+        Whether iteration ``t`` of each chain accepted its proposal. Always True for the
+        samplers without an accept step (dp-sgld, dp-sgnht).
+    diverged : ndarray of bool (chains, draws)
+        Whether iteration ``t`` met a non-finite value (proposal, leapfrog end point, noisy
+        log-ratio or Langevin update) and was rejected because of it.
+    covered_by_guarantee : bool
+        Always True: the label of this object.
+    note : str
+        The same, in words.
     """
 
-    acceptance_rate: np.ndarray
-    clip_fraction: np.ndarray
-    divergences: np.ndarray
-    private: bool = field(default=False, init=False)
-    warning: str = field(default=_NOT_PRIVATE, init=False)
+    accepted: np.ndarray
+    diverged: np.ndarray
+    covered_by_guarantee: bool = field(default=True, init=False)
+    note: str = field(default=_COVERED, init=False)
+
+    def __post_init__(self):
+        accepted = np.asarray(self.accepted)
+        diverged = np.asarray(self.diverged)
+        for name, arr in (("accepted", accepted), ("diverged", diverged)):
+            if arr.ndim != 2:
+                raise ValueError(f"{name} must have shape (chains, draws), got {arr.shape}")
+            if arr.dtype != np.bool_ and not np.all((arr == 0) | (arr == 1)):
+                raise ValueError(f"{name} must hold booleans (or 0/1), got dtype {arr.dtype}")
+        if accepted.shape != diverged.shape:
+            raise ValueError(f"accepted {accepted.shape} and diverged {diverged.shape} must have "
+                             "the same shape (chains, draws)")
+        # Read-only copies: the object is frozen and may be shared by loaded results.
+        for name, arr in (("accepted", accepted), ("diverged", diverged)):
+            arr = arr.astype(bool, copy=True)
+            arr.flags.writeable = False
+            object.__setattr__(self, name, arr)
+
+    @property
+    def acceptance_rate(self) -> np.ndarray:
+        """Fraction of accepted proposals per chain, shape ``(chains,)``."""
+        return np.mean(self.accepted, axis=1, dtype=np.float64)
+
+    @property
+    def divergences(self) -> np.ndarray:
+        """Number of diverged iterations per chain, shape ``(chains,)``."""
+        return np.sum(self.diverged, axis=1, dtype=np.int64)
 
     def __repr__(self) -> str:
-        def fmt(a):
-            return np.array2string(np.asarray(a), precision=3, separator=", ")
-
-        return (
-            f"NonPrivateDiagnostics[{_NOT_PRIVATE}](acceptance_rate={fmt(self.acceptance_rate)}, "
-            f"clip_fraction={fmt(self.clip_fraction)}, divergences={fmt(self.divergences)})"
-        )
+        return (f"ReleasedStatistics[{_COVERED}](acceptance_rate={_fmt(self.acceptance_rate)}, "
+                f"divergences={_fmt(self.divergences)})")
 
     __str__ = __repr__
 
     def to_dict(self) -> dict:
+        """Per-chain summaries and the per-draw flags as JSON-ready lists, with the label."""
         return {
-            "NOT_PRIVATE": _NOT_PRIVATE,
-            "acceptance_rate": np.asarray(self.acceptance_rate).tolist(),
-            "clip_fraction": np.asarray(self.clip_fraction).tolist(),
-            "divergences": np.asarray(self.divergences).tolist(),
+            "covered_by_guarantee": True,
+            "note": _COVERED,
+            "acceptance_rate": self.acceptance_rate.tolist(),
+            "divergences": self.divergences.tolist(),
+            "accepted": self.accepted.tolist(),
+            "diverged": self.diverged.tolist(),
         }
+
+
+_MOVED = ("{name} of a private algorithm is post-processing of its noisy releases and covered by "
+          "the privacy guarantee; it moved to Result.released.{name} "
+          "(see docs/post_processing.md)")
+
+
+class NonPrivateDiagnostics:
+    """Per-chain run statistics that depend on the data WITHOUT privacy noise.
+
+    They are not covered by the differential-privacy guarantee: they help the data holder check
+    a run, but releasing them leaks information about individuals. Do not publish them, and do
+    not feed them back into a private run.
+
+    Which statistics are here depends on the algorithm:
+
+    * private algorithms: the clip fractions only. Their acceptance rates and divergence counts
+      are post-processing of the noisy releases and live in :class:`ReleasedStatistics`
+      (``Result.released``). Reading ``acceptance_rate`` or ``divergences`` here still returns
+      them, with a ``DeprecationWarning``.
+    * non-private algorithms (``rwmh``, ``hmc``): acceptance rates, clip fractions and
+      divergence counts, all computed from the raw data.
+
+    Parameters
+    ----------
+    acceptance_rate : array (chains,), optional
+        Only for the non-private algorithms.
+    clip_fraction : array (chains,)
+        Mean fraction of per-example terms clipped per iteration, per chain.
+    divergences : array (chains,), optional
+        Only for the non-private algorithms: iterations per chain where a non-finite value was
+        met and the proposal was rejected.
+    released : ReleasedStatistics, optional
+        For a private algorithm, its released statistics, to which the deprecated
+        ``acceptance_rate``/``divergences`` attributes forward.
+
+    Attributes
+    ----------
+    clip_fraction : ndarray (chains,)
+    acceptance_rate, divergences : ndarray (chains,)
+        See above.
+    private : bool
+        Always False.
+    warning : str
+        The NOT PRIVATE label.
+    """
+
+    private = False
+    warning = _NOT_PRIVATE
+    __slots__ = ("clip_fraction", "_acceptance_rate", "_divergences", "_released")
+
+    def __init__(self, acceptance_rate: Optional[np.ndarray] = None,
+                 clip_fraction: Optional[np.ndarray] = None,
+                 divergences: Optional[np.ndarray] = None, *,
+                 released: Optional[ReleasedStatistics] = None):
+        if clip_fraction is None:
+            raise TypeError("NonPrivateDiagnostics requires clip_fraction")
+        if released is not None and not isinstance(released, ReleasedStatistics):
+            raise TypeError(f"released must be a ReleasedStatistics, got {type(released).__name__}")
+        if (acceptance_rate is None) != (divergences is None):
+            raise TypeError("give acceptance_rate and divergences together (non-private "
+                            "algorithms) or neither (private algorithms)")
+        if acceptance_rate is None and released is None:
+            raise TypeError("without acceptance_rate and divergences (a private algorithm), "
+                            "give released=")
+        set_ = object.__setattr__
+        set_(self, "clip_fraction", np.asarray(clip_fraction))
+        set_(self, "_acceptance_rate", None if acceptance_rate is None else np.asarray(acceptance_rate))
+        set_(self, "_divergences", None if divergences is None else np.asarray(divergences))
+        set_(self, "_released", released)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"NonPrivateDiagnostics is immutable (cannot set {name!r})")
+
+    def __reduce__(self):
+        # Rebuilt through __init__: the default slot-state restore would go through __setattr__.
+        return (functools.partial(NonPrivateDiagnostics, released=self._released),
+                (self._acceptance_rate, self.clip_fraction, self._divergences))
+
+    def _moved(self, name: str) -> np.ndarray:
+        warnings.warn(_MOVED.format(name=name), DeprecationWarning, stacklevel=3)
+        return getattr(self._released, name)
+
+    @property
+    def acceptance_rate(self) -> np.ndarray:
+        """Acceptance rate per chain: NON-private for rwmh/hmc; deprecated here for private runs."""
+        if self._acceptance_rate is None:
+            return self._moved("acceptance_rate")
+        return self._acceptance_rate
+
+    @property
+    def divergences(self) -> np.ndarray:
+        """Divergences per chain: NON-private for rwmh/hmc; deprecated here for private runs."""
+        if self._divergences is None:
+            return self._moved("divergences")
+        return self._divergences
+
+    def fields(self) -> dict:
+        """The statistics this object holds itself (all NOT private), by name."""
+        if self._acceptance_rate is None:
+            return {"clip_fraction": self.clip_fraction}
+        return {"acceptance_rate": self._acceptance_rate, "clip_fraction": self.clip_fraction,
+                "divergences": self._divergences}
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{name}={_fmt(value)}" for name, value in self.fields().items())
+        if self._acceptance_rate is None:
+            parts += ", acceptance_rate/divergences: see Result.released (covered by the guarantee)"
+        return f"NonPrivateDiagnostics[{_NOT_PRIVATE}]({parts})"
+
+    __str__ = __repr__
+
+    def to_dict(self) -> dict:
+        """The NOT-private statistics this object holds, with the label (the sidecar's content)."""
+        out = {"NOT_PRIVATE": _NOT_PRIVATE}
+        out.update({name: value.tolist() for name, value in self.fields().items()})
+        return out
 
 
 @dataclass(frozen=True)
@@ -97,14 +265,20 @@ class Result:
     privacy : PrivacyReport or None
         The (ε, δ) spent by all chains together; ``None`` for the non-private baselines.
     diagnostics : NonPrivateDiagnostics or None
-        Data-dependent statistics NOT covered by the guarantee (see its docstring). ``None`` for
-        a result loaded without them (see :meth:`save`).
+        Data-dependent statistics NOT covered by the guarantee (see its docstring): the clip
+        fractions, and for the non-private algorithms also acceptance and divergences. ``None``
+        for a result loaded without them (see :meth:`save`).
     algorithm : str
     params : dict
         The sampler parameters used (data-independent: chosen by the user or defaults).
     model_name : str
     secure : bool
         Whether the privacy noise came from the ChaCha20 generator (``secure=True``).
+    released : ReleasedStatistics or None
+        For a private algorithm: the per-draw accept and divergence flags, which are
+        post-processing of the noisy releases and covered by the guarantee (see its docstring
+        and ``docs/post_processing.md``). ``None`` for the non-private algorithms, whose
+        acceptance and divergences stay in ``diagnostics``.
     """
 
     samples: np.ndarray
@@ -114,6 +288,22 @@ class Result:
     params: dict
     model_name: str = "custom"
     secure: bool = False
+    released: Optional[ReleasedStatistics] = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.released is not None:
+            if not isinstance(self.released, ReleasedStatistics):
+                raise TypeError("released must be a ReleasedStatistics or None, got "
+                                f"{type(self.released).__name__}")
+            if self.privacy is None:
+                raise ValueError("released statistics belong to a private run, but privacy is None")
+            draws = tuple(np.shape(self.samples)[:2])
+            if self.released.accepted.shape != draws:
+                raise ValueError(f"released flags have shape {self.released.accepted.shape}, the "
+                                 f"draws (chains, draws) = {draws}")
+        if self.diagnostics is not None and not isinstance(self.diagnostics, NonPrivateDiagnostics):
+            raise TypeError("diagnostics must be a NonPrivateDiagnostics or None, got "
+                            f"{type(self.diagnostics).__name__}")
 
     @property
     def num_chains(self) -> int:
@@ -124,11 +314,16 @@ class Result:
         return int(self.samples.shape[1])
 
     def to_inference_data(self, burn_in: int = 0):
-        """The draws as an ArviZ ``InferenceData`` with a posterior group only.
+        """The draws as an ArviZ ``InferenceData``: a posterior group, and for a private run a
+        ``sample_stats`` group with the released flags.
 
-        No data, no per-example log-likelihoods and no non-private diagnostics are included,
-        so the object is safe to publish alongside the privacy report (stored in the posterior
-        group's ``attrs["privacy_report"]`` as JSON).
+        The ``sample_stats`` group (present when :attr:`released` is set) holds the per-draw
+        booleans ``accepted`` and ``diverging`` (ArviZ's name for divergences), which are
+        post-processing of the noisy releases; its attribute ``covered_by_guarantee`` is 1. No
+        data, no per-example log-likelihoods and no non-private diagnostics (clip fractions, the
+        non-private samplers' acceptance) are included, so the object is safe to publish
+        alongside the privacy report (stored in the posterior group's
+        ``attrs["privacy_report"]`` as JSON).
 
         Parameters
         ----------
@@ -138,10 +333,18 @@ class Result:
         az = import_arviz()
         if not 0 <= burn_in < self.num_draws:
             raise ValueError(f"burn_in must lie in [0, {self.num_draws}), got {burn_in}")
+        stats = None
+        if self.released is not None:
+            stats = {"accepted": self.released.accepted[:, burn_in:],
+                     "diverging": self.released.diverged[:, burn_in:]}
         idata = az.from_dict(
             posterior={"theta": np.asarray(self.samples[:, burn_in:, :])},
+            sample_stats=stats,
             dims={"theta": ["theta_dim"]},
         )
+        if stats is not None:
+            idata.sample_stats.attrs["covered_by_guarantee"] = 1
+            idata.sample_stats.attrs["note"] = _COVERED
         idata.posterior.attrs["algorithm"] = self.algorithm
         idata.posterior.attrs["model"] = self.model_name
         idata.posterior.attrs["params"] = json.dumps(_jsonable(self.params))
@@ -158,10 +361,13 @@ class Result:
         h5netcdf): the posterior group holds every draw (no burn-in removed) and its attributes
         hold the privacy report as JSON (``privacy_report``), the algorithm, the sampler
         parameters, the model name, whether secure noise was used, a format marker and a SHA-256
-        of the draws that :func:`load` checks. Everything in it is covered by the privacy
-        guarantee, so it can be published together with the report.
+        of the draws that :func:`load` checks. For a private run the ``sample_stats`` group
+        holds the released per-draw ``accepted``/``diverging`` flags (with their own SHA-256,
+        ``released_sha256``). Everything in it is covered by the privacy guarantee, so it can be
+        published together with the report.
 
-        The non-private diagnostics are NOT written into that file. With ``diagnostics=True``
+        The non-private diagnostics (clip fractions; for rwmh/hmc also acceptance and
+        divergences) are NOT written into that file. With ``diagnostics=True``
         they go to a separate sidecar ``<path>.NOT_PRIVATE.json`` (labelled NOT PRIVATE, mode
         0o600), which :func:`load` reads back when present; never publish the sidecar.
 
@@ -189,6 +395,8 @@ class Result:
         attrs["dpmcmc_format"] = _FORMAT
         attrs["dpmcmc_format_version"] = _FORMAT_VERSION
         attrs["samples_sha256"] = _digest(np.asarray(self.samples, dtype=np.float64))
+        if self.released is not None:
+            attrs["released_sha256"] = _flags_digest(self.released.accepted, self.released.diverged)
         from . import __version__
 
         attrs["dpmcmc_version"] = __version__
@@ -225,8 +433,9 @@ def load(path: str | os.PathLike) -> Result:
     Parameters
     ----------
     path : path-like
-        The netCDF file. If ``<path>.NOT_PRIVATE.json`` exists beside it, the non-private
-        diagnostics are read from it; otherwise ``Result.diagnostics`` is ``None``.
+        The netCDF file. Its ``sample_stats`` group, when present, gives ``Result.released``.
+        If ``<path>.NOT_PRIVATE.json`` exists beside it, the non-private diagnostics are read
+        from it; otherwise ``Result.diagnostics`` is ``None``.
 
     Returns
     -------
@@ -251,6 +460,10 @@ def load(path: str | os.PathLike) -> Result:
         posterior = idata.posterior
         theta = np.asarray(posterior["theta"].values, dtype=np.float64)
         attrs = dict(posterior.attrs)
+        flags = None
+        if "sample_stats" in idata.groups():
+            stats = idata.sample_stats
+            flags = (np.asarray(stats["accepted"].values), np.asarray(stats["diverging"].values))
     except Exception as exc:  # h5py/h5netcdf/xarray raise many types for a damaged file
         raise ResultFileError(f"{path!r} is truncated, corrupted or not a netCDF file "
                               f"({type(exc).__name__}: {exc})") from None
@@ -278,29 +491,51 @@ def load(path: str | os.PathLike) -> Result:
             f"{path!r}: the privacy report covers {privacy.chains} chain(s) of {privacy.iterations} "
             f"iterations but the file holds {theta.shape[0]} of {theta.shape[1]}"
         )
+    released = None
+    if flags is not None:
+        if privacy is None:
+            raise ResultFileError(f"{path!r} holds released statistics but no privacy report")
+        if any(f.shape != theta.shape[:2] for f in flags):
+            raise ResultFileError(f"{path!r}: the released flags do not have the draws' shape "
+                                  f"(chains, draws) = {theta.shape[:2]}")
+        if attrs.get("released_sha256") != _flags_digest(*flags):
+            raise ResultFileError(f"{path!r} is corrupted: the released accept/divergence flags "
+                                  "do not match their checksum")
+        released = ReleasedStatistics(accepted=flags[0], diverged=flags[1])
     diagnostics = None
     sidecar = path + NOT_PRIVATE_SUFFIX
     if os.path.exists(sidecar):
         try:
             with open(sidecar) as f:
                 d = json.load(f)
+            # A private run's sidecar holds the clip fractions only (its acceptance and
+            # divergences are in the file itself); a non-private run's, or one written before
+            # they moved, holds all three.
+            own = "acceptance_rate" in d
             diagnostics = NonPrivateDiagnostics(
-                acceptance_rate=np.asarray(d["acceptance_rate"], dtype=float),
+                acceptance_rate=np.asarray(d["acceptance_rate"], dtype=float) if own else None,
                 clip_fraction=np.asarray(d["clip_fraction"], dtype=float),
-                divergences=np.asarray(d["divergences"], dtype=int),
+                divergences=np.asarray(d["divergences"], dtype=int) if own else None,
+                released=released,
             )
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise ResultFileError(f"{sidecar!r} (non-private diagnostics) is corrupted "
                                   f"({type(exc).__name__}: {exc})") from None
-        if diagnostics.acceptance_rate.shape != (theta.shape[0],):
+        if any(np.shape(v) != (theta.shape[0],) for v in diagnostics.fields().values()):
             raise ResultFileError(f"{sidecar!r} does not match {path!r}: wrong number of chains")
     return Result(samples=theta, privacy=privacy, diagnostics=diagnostics, algorithm=algorithm,
-                  params=params, model_name=model_name, secure=secure)
+                  params=params, model_name=model_name, secure=secure, released=released)
 
 
 def _digest(arr: np.ndarray) -> str:
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     return hashlib.sha256(f"{arr.shape}|".encode() + arr.tobytes()).hexdigest()
+
+
+def _flags_digest(accepted: np.ndarray, diverged: np.ndarray) -> str:
+    a = np.ascontiguousarray(accepted, dtype=np.uint8)
+    d = np.ascontiguousarray(diverged, dtype=np.uint8)
+    return hashlib.sha256(f"{a.shape}|".encode() + a.tobytes() + d.tobytes()).hexdigest()
 
 
 def _write_private_json(path: str, payload: dict) -> None:

@@ -62,7 +62,8 @@ class RunProgress(NamedTuple):
     positions : array (chains, done, dim)
         The draws so far.
     infos : Info pytree or list of leaves
-        Per-iteration diagnostics so far, leading axes ``(chains, done)``. NOT private.
+        Per-iteration diagnostics so far, leading axes ``(chains, done)``. Their clip fractions
+        are NOT private (see :class:`~dpmcmc.samplers._types.Info` for which fields are).
     done : int
         Iterations completed per chain.
     """
@@ -254,7 +255,9 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
     positions : jax array (chains, num_iterations, dim)
         The state after each iteration (``theta0`` itself is not included).
     infos : Info pytree
-        Each field with leading axes ``(chains, num_iterations)``. Not differentially private.
+        Each field with leading axes ``(chains, num_iterations)``. Its clip fractions are NOT
+        private; for a private sampler ``accepted``/``diverged`` are covered by the guarantee
+        (see :class:`~dpmcmc.samplers._types.Info`).
 
     Notes
     -----

@@ -27,7 +27,12 @@ class Kernel(NamedTuple):
 
 
 class Info(NamedTuple):
-    """Per-iteration diagnostics of one chain. NOT differentially private.
+    """Per-iteration diagnostics of one chain.
+
+    For the private samplers ``accepted`` and ``diverged`` are post-processing of the noisy
+    releases, covered by the guarantee (``Result.released``); ``clip_fraction`` is computed from
+    the raw data and is NOT private. For the non-private samplers nothing is private. The
+    argument, per sampler: ``docs/post_processing.md``.
 
     Attributes
     ----------
@@ -47,7 +52,11 @@ class Info(NamedTuple):
 
 
 class HMCInfo(NamedTuple):
-    """Per-iteration diagnostics of the HMC-type samplers. NOT differentially private.
+    """Per-iteration diagnostics of the HMC-type samplers.
+
+    As :class:`Info`: for DP-HMC ``accepted`` and ``diverged`` are covered by the guarantee,
+    ``clip_fraction`` and ``grad_clip_fraction`` are NOT private, ``step_size`` is
+    data-independent.
 
     Attributes
     ----------

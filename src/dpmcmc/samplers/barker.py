@@ -57,6 +57,12 @@ theorem. The accountant (``dpmcmc.accounting``, algorithm ``"dp-barker"``: 002 T
 Cor. 3 and composed over iterations, RDP only, ``batch_size > 10``) charges that release; the
 acceptance decision and ``X_corr`` are post-processing. Tempering enters only through ``n₀``,
 on which the RDP bound does not depend (App. B, last paragraph).
+
+Run statistics (``docs/post_processing.md``): ``Info.accepted`` (the test of ``Δ̃`` with the
+prior and the data-independent ``X_corr``) and ``Info.diverged`` (``Δ̃ + Δ_prior`` NaN or θ'
+non-finite) are post-processing of the release, covered by the guarantee (``Result.released``).
+``s²`` and the noise variance stay inside the mechanism and are reported nowhere;
+``Info.clip_fraction`` is counted on the batch's raw ratios: NOT private.
 """
 from __future__ import annotations
 

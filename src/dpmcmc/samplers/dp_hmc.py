@@ -17,6 +17,12 @@ Accounting: per iteration one log-likelihood-ratio release (μ = 1/(2 τ_l² n))
 releases (μ = 1/(2 τ_g² n) each). A non-finite leapfrog end point (computed from released values
 only) is rejected without looking at the data; the log-likelihood-ratio release is then made at
 θ' = θ (sensitivity 0), so the release count stays data-independent.
+
+Run statistics (``docs/post_processing.md``): the trajectory is a function of the released
+gradients, the prior gradient, the momentum and the Halton step size, and the test of ``R̃`` and
+those; ``HMCInfo.accepted`` and ``HMCInfo.diverged`` are therefore post-processing, covered by
+the guarantee (``Result.released``), and ``HMCInfo.step_size`` is data-independent.
+``clip_fraction`` and ``grad_clip_fraction`` count clipped terms on the raw data: NOT private.
 """
 from __future__ import annotations
 

@@ -22,6 +22,11 @@ Proposal modes (001 §3.1):
   ``d_i ∈ {−1, +1}`` per component kept in the state; ``d_i`` is kept after an acceptance and
   reversed after a rejection (Gustafson's guided walk: a reversible move on (θ, d) followed by a
   direction flip, so π(θ) × uniform(d) is invariant). Directions start at +1.
+
+Run statistics (``docs/post_processing.md``): ``Info.accepted`` and ``Info.diverged`` are
+functions of the release ``R̃``, of σ (a function of θ, θ′), the prior, θ′ and the accept uniform
+only, i.e. post-processing, covered by the guarantee (``Result.released``); so are the
+guided-walk directions. ``Info.clip_fraction`` counts clipped ratios on the raw data: NOT private.
 """
 from __future__ import annotations
 

@@ -34,6 +34,11 @@ takes a parameter ``eta`` and steps with ``eta / n``; its settings (banana: ``et
 A non-finite θ' (computed from released values and public quantities only) is discarded: the
 chain stays at θ and ``Info.diverged`` is set. Every iteration releases exactly one gradient
 sum, diverged or not, so the iteration count the accountant charges stays data-independent.
+
+Run statistics (``docs/post_processing.md``): ``Info.accepted`` is the constant True and
+``Info.diverged`` a function of ``S̃``, the prior gradient and the Langevin noise: both covered
+by the guarantee (``Result.released``). ``Info.clip_fraction`` (batch gradients clipped) is
+counted on the raw data: NOT private.
 """
 from __future__ import annotations
 

@@ -36,6 +36,10 @@ correspond to ``step_size = eta / n``, ``friction = A`` here.
 
 A non-finite (θ', p', ξ') is discarded: the chain keeps its whole state and ``Info.diverged``
 is set. One release per iteration, diverged or not.
+
+Run statistics (``docs/post_processing.md``): as in DP-SGLD, ``Info.accepted`` (always True) and
+``Info.diverged`` (a function of ``S̃``, the prior gradient and the thermostat noise) are covered
+by the guarantee (``Result.released``); ``Info.clip_fraction`` is NOT private.
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ iteration evaluates L gradients.
 With ``clip`` the acceptance test uses the clipped log-likelihood-ratio sum (each ratio clipped
 to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, no noise, tempered after clipping) as in the clipping experiment of
 000 §4.2 / 001 §6.2; the leapfrog still uses exact gradients.
+
+Not private: trajectory and accept test read the data without noise, so every ``HMCInfo`` field
+except the data-independent ``step_size`` is NOT private and is reported in
+``Result.diagnostics``.
 """
 from __future__ import annotations
 

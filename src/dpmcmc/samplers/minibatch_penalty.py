@@ -28,6 +28,13 @@ subsampling without replacement with ``q = b/n`` and composed over iterations an
 ``dpmcmc.accounting`` (algorithm ``"minibatch-penalty"``; ``accountant="pld"`` numerically, or
 ``"rdp"`` as in Thm 8). ``c`` depends on ``(θ, θ')`` only, never on the data.
 
+Run statistics (``docs/post_processing.md``). The accounted mechanism is the subsampled one: its
+output is ``Λ̃`` alone, the batch being its internal (secret) randomness. The accept decision and
+the divergence flag read the batch only through ``Λ̃`` (with σ, the prior, θ' and the accept
+uniform), so ``Info.accepted`` and ``Info.diverged`` are post-processing of the amplified
+release, covered by the guarantee (``Result.released``). ``Info.clip_fraction`` is counted on the
+batch's raw ratios: NOT private.
+
 Sensitivity of ``λ_B − σ_b²/2`` (001 Lemma 1, re-derived)
 ----------------------------------------------------------
 Let two neighbouring batches share ``b − 1`` clipped ratios with sum ``S`` (so

@@ -3,6 +3,9 @@
 The clipping option reproduces the clipping experiment of 000 §4.2 / 001 §6.2: each
 per-example log-likelihood ratio is clipped to ``[-b‖θ−θ'‖, b‖θ−θ'‖]`` and no noise is added.
 Tempering: the log-likelihood (ratio sum, after clipping) is multiplied by ``model.temperature``.
+
+Not private: the accept test reads the data without noise, so every ``Info`` field (acceptance,
+divergences, clip fraction) is NOT private and is reported in ``Result.diagnostics``.
 """
 from __future__ import annotations
 
