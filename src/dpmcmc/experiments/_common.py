@@ -185,7 +185,7 @@ def evaluate(samples: np.ndarray, ref: Optional[np.ndarray], true_mean: Any, *, 
         return out
     if true_mean is not None:
         out["mean_error"] = mean_error(pooled, true_mean)
-    if kept.shape[1] >= 4:
+    if kept.shape[0] >= 2 and kept.shape[1] >= 4:  # split R-hat needs 2 chains
         with np.errstate(all="ignore"):
             out["rhat_max"] = float(np.nanmax(rhat(kept)))
     if ref is not None:
