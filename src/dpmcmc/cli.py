@@ -233,6 +233,69 @@ def audit_command(
     typer.echo(str(result))
 
 
+_EXPERIMENT_HELP = "accounting, clipping, dphmc-paper, thesis-comparison or barker."
+
+
+@app.command("reproduce")
+def reproduce_command(
+    name: str = typer.Argument(..., help="Experiment: " + _EXPERIMENT_HELP),
+    quick: bool = typer.Option(False, "--quick", help="Small CI version (tiny n, few iterations, ε values, repeats)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Output directory (default results/NAME[-quick])."),
+    cores: int = typer.Option(1, "--cores", help="Cells run in parallel (Snakemake --cores)."),
+    engine: str = typer.Option(
+        "snakemake", "--engine",
+        help="snakemake (one CLI job per cell; always for full runs) or inprocess (--quick only: "
+        "the same cells, sequentially in this process, no per-job start-up).",
+    ),
+    snakemake_args: Optional[list[str]] = typer.Option(
+        None, "--snakemake-arg", help="Extra Snakemake argument, repeatable (e.g. --snakemake-arg=--executor --snakemake-arg=slurm)."
+    ),
+) -> None:
+    """Reproduce a paper's experiment: results table, figures (PNG, PDF) and report.md."""
+    from . import experiments
+
+    try:
+        res = experiments.reproduce(name, quick=quick, out=out, cores=cores, engine=engine,
+                                    snakemake_args=tuple(snakemake_args or ()))
+    except experiments.SnakemakeMissing as err:
+        _fail(f"{err}. Or, for a quick run only: --engine inprocess")
+    except (ValueError, TypeError, RuntimeError) as err:
+        _fail(str(err))
+    typer.echo(f"table: {res['table']}\nreport: {res['report']}")
+
+
+@app.command("experiment-cell")
+def experiment_cell_command(
+    name: str = typer.Argument(..., help="Experiment: " + _EXPERIMENT_HELP),
+    cell: str = typer.Argument(..., help="Cell id (see dpmcmc.experiments.cell_ids)."),
+    quick: bool = typer.Option(False, "--quick/--no-quick", help="Quick configuration."),
+    out: str = typer.Option(..., "--out", help="Result file (JSON) to write."),
+) -> None:
+    """Run one cell of an experiment's sweep (called by the Snakefile)."""
+    from . import experiments
+
+    try:
+        experiments.get(name)
+        experiments.run_cell(name, cell, quick, out)
+    except (ValueError, TypeError) as err:
+        _fail(str(err))
+
+
+@app.command("experiment-aggregate")
+def experiment_aggregate_command(
+    name: str = typer.Argument(..., help="Experiment: " + _EXPERIMENT_HELP),
+    quick: bool = typer.Option(False, "--quick/--no-quick", help="Quick configuration."),
+    out: str = typer.Option(..., "--out", help="Output directory holding cells/."),
+) -> None:
+    """Build an experiment's table, figures and report from its cell results (called by the Snakefile)."""
+    from . import experiments
+
+    try:
+        experiments.aggregate(name, quick, out)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        _fail(str(err))
+
+
 def main() -> None:
     """Entry point of the ``dpmcmc`` console script."""
     app()

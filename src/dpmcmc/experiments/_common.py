@@ -1,0 +1,199 @@
+"""Shared pieces of the experiment runners: presets, start points, one private or non-private
+run, and the metrics of one run.
+
+Everything here runs on the presets' synthetic data. The keys are fixed per cell (derived from
+the experiment's ``seed`` and the cell's settings) so that a rerun of a cell gives the same
+numbers: these are benchmark runs, not releases, and a published key would void a real run's
+guarantee (see the README's "Randomness" section).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = [
+    "START_MODES",
+    "START_LABELS",
+    "start_points",
+    "cell_seed",
+    "load_preset",
+    "reference_draws",
+    "run_one",
+    "evaluate",
+    "thin",
+]
+
+#: The two start modes every sampling experiment runs in.
+START_MODES = ("paper", "private")
+
+#: How each start mode is labelled in every output (table column ``start_label``).
+START_LABELS = {
+    "paper": "NON-PRIVATE start: near the true parameters, read from the data's truth (as the papers do)",
+    "private": "private start: the library's data-independent default (prior draws)",
+}
+
+
+def cell_seed(*parts: Any) -> int:
+    """A 32-bit seed from the given settings (stable across processes, unlike ``hash``)."""
+    text = "|".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+@functools.lru_cache(maxsize=16)
+def load_preset(name: str, n: Optional[int] = None):
+    """``dpmcmc.models.preset(name, n)``, cached per process (cells of one process share it)."""
+    from ..models import preset
+
+    return preset(name, n=n)
+
+
+@functools.lru_cache(maxsize=16)
+def reference_draws(name: str, n: Optional[int], num: int, seed: int) -> np.ndarray:
+    """``num`` exact posterior draws of the preset (the papers' 1000-draw reference sample)."""
+    import jax
+
+    pre = load_preset(name, n)
+    if pre.posterior_sampler is None:
+        raise ValueError(f"preset {name!r} has no exact posterior sampler")
+    return np.asarray(pre.posterior_sampler(jax.random.key(seed), num), dtype=np.float64)
+
+
+def _paper_start(pre, chains: int, seed: int, ref: Optional[np.ndarray], start: dict) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dim = pre.model.dim
+    if start.get("kind") == "normal":
+        # 001 §5.4, circle: N(mean, variance I), independent of the data.
+        mean = np.asarray(start["mean"], dtype=np.float64)
+        return mean + math.sqrt(start["variance"]) * rng.standard_normal((chains, dim))
+    # 000 §4.1 / 001 §5.4: normal around theta_true with sd = mean componentwise sd of the
+    # reference posterior sample. This reads the truth behind the data: NOT a private start.
+    sd = float(start["std"]) if "std" in start else float(np.mean(np.std(ref, axis=0)))
+    return np.asarray(pre.theta_true, dtype=np.float64) + sd * rng.standard_normal((chains, dim))
+
+
+def private_start(pre, chains: int, seed: int) -> None:
+    """The private start: ``None`` lets ``dpmcmc.sample`` draw its data-independent default.
+
+    This is the one place to change when the library's private initialisation and warm-up
+    adaptation land: return what they produce (and account their cost in the run's report).
+    """
+    return None
+
+
+def start_points(mode: str, pre, chains: int, seed: int, ref: Optional[np.ndarray],
+                 start: Optional[dict] = None) -> Optional[np.ndarray]:
+    """Starting points ``(chains, dim)`` for a start mode, or ``None`` for the library default.
+
+    Parameters
+    ----------
+    mode : {"paper", "private"}
+    pre : Preset
+    chains : int
+    seed : int
+        Depends only on the repeat, so every algorithm and ε of a repeat starts from the same
+        points (000 §4.1; 001 §5.4).
+    ref : array (k, dim) or None
+        Reference posterior sample (for the paper start's spread).
+    start : dict, optional
+        The paper's start description: ``{"kind": "normal", "mean", "variance"}`` or
+        ``{"std": value}``; default the 000 §4.1 rule.
+    """
+    if mode == "paper":
+        return _paper_start(pre, chains, seed, ref, start or {})
+    if mode == "private":
+        return private_start(pre, chains, seed)
+    raise ValueError(f"start must be one of {START_MODES}, got {mode!r}")
+
+
+def thin(draws: np.ndarray, max_points: int) -> np.ndarray:
+    """Evenly thin a pooled ``(k, dim)`` sample to at most ``max_points`` rows."""
+    if draws.shape[0] <= max_points:
+        return draws
+    idx = np.linspace(0, draws.shape[0] - 1, max_points).round().astype(int)
+    return draws[idx]
+
+
+def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delta: Optional[float],
+            chains: int, theta0: Optional[np.ndarray], seed: int, iterations: Optional[int] = None,
+            max_iterations: Optional[int] = None, accountant: Optional[str] = None,
+            relation: str = "substitute"):
+    """One ``dpmcmc.sample`` run; returns ``(result or None, info dict)``.
+
+    A private run gets the iterations its (ε, δ) buys (``accounting.max_iterations``); with
+    ``max_iterations`` (quick mode) it is cut to that many and the report states the ε the
+    shorter run spends. ``info`` holds ``iterations_budget`` (what the budget buys),
+    ``iterations`` (run), ``epsilon_spent`` and ``status`` ("ok" or "budget too small").
+    """
+    import jax
+
+    import dpmcmc
+    from ..samplers import ALGORITHMS
+
+    spec = ALGORITHMS[algorithm]
+    n = int(pre.data.shape[0])
+    info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
+    if spec.private:
+        prepared = spec.prepare(dict(params), pre.model, n)
+        acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
+        try:
+            budget = dpmcmc.accounting.max_iterations(
+                algorithm, epsilon, delta, n, chains=chains, accountant=acc, relation=relation,
+                **spec.accounting_params(prepared))
+        except ValueError as err:
+            if "budget too small" not in str(err):
+                raise
+            budget = 0
+        info["iterations_budget"] = budget
+        if budget < 1:
+            info["status"] = "budget too small"
+            return None, info
+        iterations = budget if max_iterations is None else min(budget, max_iterations)
+        res = dpmcmc.sample(pre.model, pre.data, algorithm, epsilon=epsilon, delta=delta,
+                            chains=chains, key=jax.random.key(seed), theta0=theta0,
+                            iterations=iterations, accountant=acc, relation=relation,
+                            progress=False, **params)
+        info["epsilon_spent"] = float(res.privacy.epsilon)
+    else:
+        res = dpmcmc.sample(pre.model, pre.data, algorithm, chains=chains, key=jax.random.key(seed),
+                            theta0=theta0, iterations=iterations, progress=False, **params)
+    info["iterations"] = int(res.samples.shape[1])
+    return res, info
+
+
+def evaluate(samples: np.ndarray, ref: Optional[np.ndarray], true_mean: Any, *, mmd_points: int,
+             bandwidth_points: int, seed: int, baseline: Optional[np.ndarray] = None) -> dict:
+    """Metrics of one run: first half discarded, chains pooled (000 §4.1, 001 §5.4).
+
+    ``mmd`` against the reference sample (Gaussian kernel, paired-median bandwidth from
+    ``bandwidth_points`` subsample points: 500 in 000, 50 in 001), on the pooled draws evenly
+    thinned to ``mmd_points``; ``mean_error`` (distance of the pooled mean from ``true_mean``);
+    ``rhat_max`` (rank-normalised split R-hat, worst dimension); ``mmd_exact_baseline``: the same
+    MMD for an independent exact sample of the same size (the papers' black reference lines).
+    """
+    from ..diagnostics import mean_error, median_bandwidth, mmd, rhat
+
+    samples = np.asarray(samples, dtype=np.float64)
+    kept = samples[:, samples.shape[1] // 2:, :]
+    pooled = kept.reshape(-1, kept.shape[-1])
+    out = {"mmd": float("nan"), "mean_error": float("nan"), "rhat_max": float("nan"),
+           "mmd_exact_baseline": float("nan"), "diverged_draws": int((~np.isfinite(pooled)).any(1).sum())}
+    if out["diverged_draws"]:
+        return out
+    if true_mean is not None:
+        out["mean_error"] = mean_error(pooled, true_mean)
+    if kept.shape[0] >= 2 and kept.shape[1] >= 4:  # split R-hat needs 2 chains
+        with np.errstate(all="ignore"):
+            out["rhat_max"] = float(np.nanmax(rhat(kept)))
+    if ref is not None:
+        x = thin(pooled, mmd_points)
+        h = median_bandwidth(x, ref, bandwidth_points, seed=seed)
+        out["mmd"] = mmd(x, ref, bandwidth=h)
+        if baseline is not None:
+            b = thin(baseline, x.shape[0])
+            out["mmd_exact_baseline"] = mmd(b, ref, bandwidth=median_bandwidth(b, ref, bandwidth_points,
+                                                                                   seed=seed))
+    return out
