@@ -255,6 +255,25 @@ def test_short_reductions_are_rewritten(name):
     assert _short_reductions(jax.make_jaxpr(_block_fn(ll))(t, x).jaxpr) == 0
 
 
+@pytest.mark.parametrize("name", ["gaussian", "banana", "logistic", "kitchen_sink", "custom_jvp"])
+def test_forward_passes_take_the_rewrite(name, builtin_models, data):
+    """Inside the samplers' real forward passes (whose own variadic ``lax.reduce`` and clip
+    helpers are higher-order too) the short reductions are rewritten: the fallback is not taken
+    for models it understands, built-in (row-major batch functions) or user-written."""
+    if name in builtin_models:
+        model, x = builtin_models[name]
+        if name == "gaussian":
+            model = models.gaussian(np.eye(10))  # a 10-term inner product per row
+            x = np.asarray(models.generate_data(model, jax.random.key(3), N))
+    else:
+        model, x = _model(name), data
+    x = jnp.asarray(x)
+    t = jnp.zeros(model.dim)
+    jp = jax.make_jaxpr(lambda a, b: (pe.clipped_llr_sum(model, x, a, b, 1.0),
+                                      pe.loglik_sum(model, x, a)))(t, t + 0.1)
+    assert _short_reductions(jp.jaxpr) == 0
+
+
 @pytest.mark.parametrize("name", ["custom_jvp", "custom_vjp", "cond", "softplus"])
 def test_rewrite_keeps_custom_rules(name, data):
     """Differentiating the rewritten function uses the model's own rules (deliberately wrong

@@ -744,11 +744,16 @@ def _dot_as_products(eqn, a: Array, b: Array, need_batch: bool = True):
 # Higher-order primitives whose bodies this interpreter evaluates itself, so that reductions
 # inside them are unrolled too; each is rebuilt with its semantics kept (:func:`_inline`).
 _INLINED = frozenset({"pjit", "jit", "closed_call", "custom_jvp_call", "custom_vjp_call", "cond"})
-# Higher-order primitives bound unchanged, exactly as ``jax.core.eval_jaxpr`` binds them (their
-# bodies keep their reductions). Any other primitive that carries a sub-jaxpr is one this
-# interpreter does not understand: the whole function then runs as written (see
-# :func:`unroll_small_reductions`).
-_OPAQUE = frozenset({"while", "scan", "custom_linear_solve", "checkpoint"})
+# Primitives with sub-jaxprs bound unchanged, exactly as ``jax.core.eval_jaxpr`` binds them: loops,
+# linear solves and rematerialisation (their bodies keep their reductions), and the primitives
+# whose sub-jaxpr is only a scalar combiner (variadic ``lax.reduce``, as in the passes' own
+# :func:`_sum_and_count`; windowed reductions; scatters from ``x.at[i].add`` and their
+# gradients). Any other primitive that carries a sub-jaxpr is one this interpreter does not
+# understand: the whole function then runs as written (see :func:`unroll_small_reductions`).
+_OPAQUE = frozenset("""
+while scan custom_linear_solve checkpoint remat2 reduce reduce_window scatter scatter-add
+scatter-sub scatter-mul scatter-min scatter-max select_and_scatter select_and_scatter_add
+""".split())
 
 
 def _sub_jaxprs(eqn) -> list:
@@ -794,17 +799,17 @@ def _inline(eqn, invals) -> Optional[list]:
       ``jax.nn.softplus``'s or a user's rule still applies if the result is differentiated);
     - ``cond``: ``lax.switch`` over the unrolled branches (same index, same operands).
 
-    Returns None (bind the primitive unchanged) when its body has nothing to rewrite, e.g. the
-    elementwise bodies of ``jax.nn.softplus`` or ``jnp.logaddexp``.
+    Returns None (bind the primitive unchanged) when a custom-derivative or cond body has
+    nothing to rewrite, e.g. the elementwise bodies of ``jax.nn.softplus`` or ``jnp.logaddexp``.
     """
     name = eqn.primitive.name
-    if not any(_rewrites(j) for j in _sub_jaxprs(eqn)):
-        return None
     if name in ("pjit", "jit", "closed_call"):
         inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
         if not isinstance(inner, jax_core.ClosedJaxpr):
             return None
         return list(_eval_closed(inner, invals))
+    if not any(_rewrites(j) for j in _sub_jaxprs(eqn)):
+        return None
 
     def original(*xs):
         return tuple(_bind(eqn, list(xs)))
