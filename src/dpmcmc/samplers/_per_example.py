@@ -887,8 +887,9 @@ def unroll_small_reductions(fn: Callable) -> Callable:
 
     Nested ``jit`` calls are inlined; the bodies of ``custom_jvp`` / ``custom_vjp`` functions
     and of ``lax.cond`` are rewritten too, their differentiation rules and branch selection
-    kept; ``while`` / ``scan`` / linear solves / ``checkpoint`` run unchanged. A function with
-    any other higher-order primitive runs exactly as written, and so does one whose rewritten
+    kept; loops, linear solves, ``checkpoint`` and primitives with scalar combiners (variadic
+    ``lax.reduce``, scatters) run unchanged. A function with any other higher-order primitive
+    (e.g. ``custom_vmap``) runs exactly as written, and so does one whose rewritten
     trace fails or changes an output's shape or dtype: both are decided at trace time, from
     the jaxpr's structure, never from data values.
     """
