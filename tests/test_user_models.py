@@ -1,0 +1,385 @@
+"""Models written with everyday JAX run under every sampler, and the fast path keeps their values.
+
+The per-example passes rewrite a model's computation (:func:`vectorize_columns` keeps the row
+axis trailing, :func:`unroll_small_reductions` writes short reductions as adds). A user model
+built from ``jax.nn``, ``jax.scipy.special`` / ``jax.scipy.stats``, ``lax.cond``, ``jnp.where``,
+``logsumexp`` or its own ``custom_jvp`` / ``custom_vjp`` functions meets primitives with
+sub-jaxprs (``custom_jvp_call``, ``custom_vjp_call``, ``cond``, ``jit``); these once crashed the
+unrolling (``KeyError: 'subfuns'``, issue 12 §1), the built-in logistic regression included.
+
+Checked here:
+
+- the fast path equals plain ``vmap(log_likelihood)`` / ``vmap(grad)`` per example and in the
+  passes' sums, to 1e-12 in float64, on several θ;
+- the rewrite really happens (no short reduction left in the unrolled jaxpr), custom
+  differentiation rules survive it, and a function with a higher-order primitive the rewrite
+  does not know runs exactly as written, decided from the jaxpr alone;
+- every battery model and every built-in model runs under every sampler (a few iterations).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import jax.scipy.stats as jst
+import numpy as np
+import pytest
+from jax import custom_batching, lax
+from jax.extend import core as jax_core
+
+import dpmcmc
+from dpmcmc import models
+from dpmcmc.models.base import Model
+from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import _per_example as pe
+
+from api_params import KNOWN
+
+D = 2          # parameters; a record is (features x[:D], label-or-count x[D])
+N = 96         # rows: small, the battery is about running, not about statistics
+ITERS = 5
+
+
+# ------------------------------------------------------------------- user-written custom rules
+
+@jax.custom_jvp
+def _sq_norm(v):
+    return jnp.sum(v * v)
+
+
+@_sq_norm.defjvp
+def _sq_norm_jvp(primals, tangents):
+    (v,), (dv,) = primals, tangents
+    # Deliberately 3, not 2: a rewrite that dropped the rule would change the gradient.
+    return _sq_norm(v), 3.0 * jnp.sum(v * dv)
+
+
+@jax.custom_vjp
+def _soft_total(v):
+    return jnp.sum(jnp.tanh(v))
+
+
+def _soft_total_fwd(v):
+    return _soft_total(v), v
+
+
+def _soft_total_bwd(v, g):
+    # Deliberately not the true derivative (1 - tanh²): a lost rule would show.
+    return (0.5 * g * jnp.ones_like(v),)
+
+
+_soft_total.defvjp(_soft_total_fwd, _soft_total_bwd)
+
+
+@custom_batching.custom_vmap
+def _batched_total(v):
+    return jnp.sum(v)
+
+
+@_batched_total.def_vmap
+def _batched_total_rule(axis_size, in_batched, v):
+    return jnp.sum(v, axis=-1), in_batched[0]
+
+
+# custom_vmap has no reverse-mode rule of its own: a custom_jvp around it supplies one, so the
+# model below can be differentiated. Called on θ alone, it survives vectorisation over the rows
+# and reaches the unrolling as a `custom_vmap_call` inside a `custom_jvp_call`.
+@jax.custom_jvp
+def _theta_total(v):
+    return _batched_total(v * v)
+
+
+@_theta_total.defjvp
+def _theta_total_jvp(primals, tangents):
+    (v,), (dv,) = primals, tangents
+    return _theta_total(v), jnp.sum(2.0 * v * dv)
+
+
+# ------------------------------------------------------------------- the battery
+
+def _z(th, x):
+    return x[:D] @ th
+
+
+BATTERY = {
+    "softplus": lambda th, x: x[D] * _z(th, x) - jax.nn.softplus(_z(th, x)),
+    "logaddexp": lambda th, x: x[D] * _z(th, x) - jnp.logaddexp(0.0, _z(th, x)),
+    "log_sigmoid": lambda th, x: (x[D] * jax.nn.log_sigmoid(_z(th, x))
+                                  + (1.0 - x[D]) * jax.nn.log_sigmoid(-_z(th, x))),
+    # θ-only predicate: stays a `cond` inside the vectorised block, with reductions in branches.
+    "cond": lambda th, x: lax.cond(th[0] > 0.0,
+                                   lambda: -0.5 * jnp.sum((x[:D] - th) ** 2),
+                                   lambda: -0.5 * jnp.sum((x[:D] - th) ** 2) - 0.1 * th[0]),
+    "where_huber": lambda th, x: jnp.sum(jnp.where(jnp.abs(x[:D] - th) < 1.0,
+                                                   -0.5 * (x[:D] - th) ** 2,
+                                                   0.5 - jnp.abs(x[:D] - th))),
+    "logsumexp_mixture": lambda th, x: jsp.logsumexp(
+        jnp.stack([jst.norm.logpdf(x[0], th[0], 1.0), jst.norm.logpdf(x[0], th[1], 2.0)]),
+        b=jnp.array([0.3, 0.7])),
+    "stats": lambda th, x: (jnp.sum(jst.t.logpdf(x[:D], 4.0, th, 1.5))
+                            + jst.poisson.logpmf(x[D] * 3.0, jnp.exp(0.2 * th[0]))
+                            + jst.bernoulli.logpmf(x[D], jsp.expit(_z(th, x)))),
+    "special": lambda th, x: (jsp.xlogy(x[D], jsp.expit(_z(th, x)))
+                              + jsp.xlog1py(1.0 - x[D], -jsp.expit(_z(th, x)))
+                              - jsp.gammaln(2.0 + th[0] ** 2) + jsp.log_ndtr(_z(th, x))),
+    "nn": lambda th, x: (-jnp.sum(jax.nn.relu(x[:D] - th) ** 2)
+                         - 0.01 * jnp.sum(jax.nn.gelu(th)) - 0.1 * jnp.sum(jax.nn.elu(x[:D] * th))
+                         + jnp.sum(jax.nn.log_softmax(jnp.concatenate([th, x[:D]])))),
+    "custom_jvp": lambda th, x: -0.5 * _sq_norm(x[:D] - th),
+    "custom_vjp": lambda th, x: _soft_total(x[:D] * th) - 0.5 * jnp.sum(th * th),
+}
+
+# One of each kind of sub-jaxpr (custom_jvp, custom_vjp, cond, logsumexp's stop_gradient and
+# short reductions), for the every-sampler run in the default suite; the full battery under
+# every sampler is the slow test below (each model compiles once per sampler).
+_SINK = ("softplus", "cond", "logsumexp_mixture", "custom_vjp")
+_PARTS = tuple(BATTERY[k] for k in _SINK)
+BATTERY["kitchen_sink"] = lambda th, x: sum(f(th, x) for f in _PARTS) / len(_PARTS)
+
+# A higher-order primitive the unrolling does not know (custom_vmap), beside a short reduction
+# it would otherwise rewrite.
+UNKNOWN = lambda th, x: 0.1 * _theta_total(th) * x[D] - 0.5 * jnp.sum((x[:D] - th) ** 2)  # noqa: E731
+
+THETAS = [np.array([0.3, -0.7]), np.array([-1.2, 0.4]), np.array([2.5, 1.5])]
+
+
+def _prior(th):
+    return -0.5 * jnp.sum(th * th) / 4.0
+
+
+def _model(name: str) -> Model:
+    fn = UNKNOWN if name == "unknown" else BATTERY[name]
+    return Model(fn, _prior, D, name=name)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(N, D + 1))
+    x[:, D] = (x[:, D] > 0).astype(float)
+    return x
+
+
+def _short_reductions(jaxpr) -> int:
+    """Reductions over ≤ 16 elements per output of a batched operand (what the rewrite targets),
+    counted in a jaxpr and every sub-jaxpr in its parameters."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("reduce_sum", "reduce_max", "reduce_min"):
+            shape, axes = eqn.invars[0].aval.shape, eqn.params["axes"]
+            count += len(shape) > len(axes) and int(np.prod([shape[i] for i in axes])) <= 16
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            count += _short_reductions(sub)
+    return count
+
+
+def _prims(jaxpr) -> set:
+    """Primitive names of a jaxpr and of every sub-jaxpr in its parameters."""
+    out = set()
+    for eqn in jaxpr.eqns:
+        out.add(eqn.primitive.name)
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            out |= _prims(sub)
+    return out
+
+
+def _block_fn(ll):
+    """The forward block computation of the samplers: vectorised columns, then unrolled."""
+    return pe.unroll_small_reductions(pe.vectorize_columns(ll, (False, True)))
+
+
+# ------------------------------------------------------------------- equality with vmap
+
+@pytest.mark.parametrize("name", sorted(set(BATTERY) - {"kitchen_sink"}) + ["unknown"])
+def test_fast_path_equals_vmap(name, data):
+    model = _model(name)
+    ll = model.log_likelihood
+    x = jnp.asarray(data)
+
+    @jax.jit
+    def everything(t, t2):
+        # One compilation per model: per-example values (forward block pass) and gradients (the
+        # broadcast-θ reverse pass), the passes' sums, and the plain vmap references.
+        per_ex = _block_fn(ll)(t, x.T)
+        g = jax.grad(lambda s: jnp.sum(pe.vectorize_columns(ll, (True, True))(s, x.T)))(
+            jnp.broadcast_to(t[:, None], (D, N)))
+        sums = (pe.loglik_sum(model, x, t), pe.clipped_llr_sum(model, x, t, t2, None)[0],
+                pe.clipped_grad_sum(model, x, t, 1e12)[0], pe.loglik_sum_and_grad(model, x, t))
+        refs = (jax.vmap(ll, (None, 0))(t, x), jax.vmap(ll, (None, 0))(t2, x),
+                jax.vmap(jax.grad(ll), (None, 0))(t, x))
+        return per_ex, g.T, sums, refs
+
+    for th, th2 in zip(THETAS, THETAS[1:] + THETAS[:1]):
+        per_ex, g, (total, llr, gsum, (total2, gtotal)), (ref, ref2, gref) = everything(
+            jnp.asarray(th), jnp.asarray(th2))
+        assert np.all(np.isfinite(ref)) and np.all(np.isfinite(gref))
+        np.testing.assert_allclose(per_ex, ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, gref, rtol=1e-12, atol=1e-12)
+        # The sums the samplers release (before noise), against plain sums of vmap.
+        scale = 1e-12 * max(1.0, float(jnp.sum(jnp.abs(ref))))
+        assert abs(float(total) - float(jnp.sum(ref))) <= scale
+        assert abs(float(total2) - float(jnp.sum(ref))) <= scale
+        assert abs(float(llr) - float(jnp.sum(ref2 - ref))) <= scale
+        gscale = 1e-12 * max(1.0, float(jnp.sum(jnp.abs(gref))))
+        np.testing.assert_allclose(gsum, jnp.sum(gref, axis=0), rtol=0, atol=gscale)
+        np.testing.assert_allclose(gtotal, jnp.sum(gref, axis=0), rtol=0, atol=gscale)
+
+
+@pytest.mark.parametrize("name", ["logistic", "gaussian", "banana", "circle", "mixture"])
+def test_builtin_batch_functions_equal_vmap(name, builtin_models):
+    """Built-ins' vectorised functions, unrolled, equal vmap of their per-record function."""
+    model, x = builtin_models[name]
+    x = jnp.asarray(x)
+    fast = jax.jit(pe.unroll_small_reductions(model.log_likelihood_batch))
+    for th in THETAS[:2]:
+        assert model.dim == D
+        t = jnp.asarray(th)
+        ref = jax.vmap(model.log_likelihood, (None, 0))(t, x)
+        np.testing.assert_allclose(fast(t, x), ref, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------- the rewrite itself
+
+@pytest.mark.parametrize("name", ["where_huber", "nn", "cond", "logsumexp_mixture", "custom_jvp",
+                                  "custom_vjp", "kitchen_sink"])
+def test_short_reductions_are_rewritten(name):
+    """Understood models take the fast path: no short reduction over the rows is left over.
+
+    With the rewrite silently skipped (a fallback taken too eagerly) the values would still
+    agree with vmap; this is what shows the fast path is in use.
+    """
+    ll = BATTERY[name]
+    x = jnp.zeros((D + 1, 8))
+    t = jnp.zeros(D)
+    assert _short_reductions(jax.make_jaxpr(pe.vectorize_columns(ll, (False, True)))(t, x).jaxpr)
+    assert _short_reductions(jax.make_jaxpr(_block_fn(ll))(t, x).jaxpr) == 0
+
+
+@pytest.mark.parametrize("name", ["gaussian", "banana", "logistic", "kitchen_sink", "custom_jvp"])
+def test_forward_passes_take_the_rewrite(name, builtin_models, data):
+    """Inside the samplers' real forward passes (whose own variadic ``lax.reduce`` and clip
+    helpers are higher-order too) the short reductions are rewritten: the fallback is not taken
+    for models it understands, built-in (row-major batch functions) or user-written."""
+    if name in builtin_models:
+        model, x = builtin_models[name]
+        if name == "gaussian":
+            model = models.gaussian(np.eye(10))  # a 10-term inner product per row
+            x = np.asarray(models.generate_data(model, jax.random.key(3), N))
+    else:
+        model, x = _model(name), data
+    x = jnp.asarray(x)
+    t = jnp.zeros(model.dim)
+    jp = jax.make_jaxpr(lambda a, b: (pe.clipped_llr_sum(model, x, a, b, 1.0),
+                                      pe.loglik_sum(model, x, a)))(t, t + 0.1)
+    assert _short_reductions(jp.jaxpr) == 0
+
+
+@pytest.mark.parametrize("name", ["custom_jvp", "custom_vjp", "cond", "softplus"])
+def test_rewrite_keeps_custom_rules(name, data):
+    """Differentiating the rewritten function uses the model's own rules (deliberately wrong
+    ones here, so that the true derivative of the rewritten body would not match)."""
+    ll = BATTERY[name]
+    x = jnp.asarray(data[:16])
+    block = lambda t: jnp.sum(jax.vmap(ll, (None, 0))(t, x))  # noqa: E731
+    fast = pe.unroll_small_reductions(block)
+    for th in THETAS:
+        t = jnp.asarray(th)
+        np.testing.assert_allclose(jax.grad(fast)(t), jax.grad(block)(t), rtol=1e-12, atol=1e-12)
+    if name == "custom_jvp":
+        # The rule's factor 3 (not 2) is the one applied: d/dθ Σ -½‖x_j−θ‖² by it is 1.5 Σ (x_j−θ).
+        t = jnp.asarray(THETAS[0])
+        expect = 1.5 * jnp.sum(x[:, :D] - t, axis=0)
+        np.testing.assert_allclose(jax.grad(fast)(t), expect, rtol=1e-12)
+
+
+def test_unknown_higher_order_primitive_runs_as_written(data):
+    """A custom_vmap function is not understood: the whole function runs unchanged (its short
+    reduction stays), the result equals vmap, and the choice is made on the jaxpr alone (an
+    abstract trace with no data values takes the same route)."""
+    x = jnp.zeros((D + 1, 8))
+    t = jnp.zeros(D)
+    traced = jax.make_jaxpr(_block_fn(UNKNOWN))(t, x)
+    assert "custom_vmap_call" in _prims(traced.jaxpr)
+    assert _short_reductions(traced.jaxpr) > 0
+    # Same structure whatever θ, data or row count: nothing value-dependent in the decision.
+    again = jax.make_jaxpr(_block_fn(UNKNOWN))(jax.ShapeDtypeStruct((D,), jnp.float64),
+                                                jax.ShapeDtypeStruct((D + 1, 8), jnp.float64))
+    assert str(again) == str(traced)
+    plain = jax.make_jaxpr(pe.vectorize_columns(UNKNOWN, (False, True)))(t, x)
+    assert str(traced) == str(plain)
+    # Understood apart from that primitive: without it, the same reduction is rewritten.
+    known = lambda th, xr: -0.5 * jnp.sum((xr[:D] - th) ** 2)  # noqa: E731
+    assert _short_reductions(jax.make_jaxpr(_block_fn(known))(t, x).jaxpr) == 0
+
+
+# ------------------------------------------------------------------- every sampler
+
+def _run(model, x, algo):
+    params = dict(KNOWN[algo])
+    if ALGORITHMS[algo].private:
+        params["delta"] = 1e-3
+    res = dpmcmc.sample(model, x, algo, iterations=ITERS, chains=1, key=jax.random.key(0),
+                        progress=False, **params)
+    s = np.asarray(res.samples)
+    assert s.shape == (1, ITERS, model.dim)
+    assert np.all(np.isfinite(s))
+    return res
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_kitchen_sink_model_under_every_sampler(algo, data):
+    _run(_model("kitchen_sink"), data, algo)
+
+
+def test_unknown_primitive_model_under_a_sampler(data):
+    """The model the unrolling does not understand runs inside a sampler (chains vmapped around
+    the block pass): the fallback is taken there too. Every battery model under every sampler is
+    the slow test below; every pass on every battery model is test_fast_path_equals_vmap."""
+    _run(_model("unknown"), data, "dp-penalty")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", sorted(set(BATTERY) - {"kitchen_sink"}) + ["unknown"])
+def test_battery_under_every_sampler(name, algo, data):
+    _run(_model(name), data, algo)
+
+
+# ------------------------------------------------------------------- built-in models
+
+@pytest.fixture(scope="module")
+def builtin_models():
+    built = {
+        "logistic": models.logistic_regression(D),
+        "gaussian": models.gaussian(np.eye(D)),
+        "banana": models.banana(D),
+        "circle": models.circle(),
+        "mixture": models.gaussian_mixture(),
+    }
+    return {k: (m, np.asarray(models.generate_data(m, jax.random.key(3), N)))
+            for k, m in built.items()}
+
+
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+def test_logistic_regression_under_every_sampler(algo, builtin_models):
+    model, x = builtin_models["logistic"]
+    _run(model, x, algo)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "banana", "circle", "mixture"])
+def test_builtin_under_rwmh(name, builtin_models):
+    """Each built-in through the unrolled forward pass (rwmh is its cheapest user); the slow
+    test runs every built-in under every sampler."""
+    model, x = builtin_models[name]
+    _run(model, x, "rwmh")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", ["logistic", "gaussian", "banana", "circle", "mixture"])
+def test_builtin_under_every_sampler(name, algo, builtin_models):
+    model, x = builtin_models[name]
+    _run(model, x, algo)
+    # The same model written as users write it (per-record function only: column-major path).
+    plain = Model(model.log_likelihood, model.log_prior, model.dim, name=name + "-plain")
+    _run(plain, x, algo)
