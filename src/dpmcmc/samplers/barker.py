@@ -57,6 +57,9 @@ theorem. The accountant (``dpmcmc.accounting``, algorithm ``"dp-barker"``: 002 T
 Cor. 3 and composed over iterations, RDP only, ``batch_size > 10``) charges that release; the
 acceptance decision and ``X_corr`` are post-processing. Tempering enters only through ``n₀``,
 on which the RDP bound does not depend (App. B, last paragraph).
+
+Non-finite per-record value: a NaN ratio of a batch record becomes ``−c`` and ±inf ``±c`` inside
+the released sum (counted as clipped); never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

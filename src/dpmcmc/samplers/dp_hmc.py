@@ -17,6 +17,10 @@ Accounting: per iteration one log-likelihood-ratio release (μ = 1/(2 τ_l² n))
 releases (μ = 1/(2 τ_g² n) each). A non-finite leapfrog end point (computed from released values
 only) is rejected without looking at the data; the log-likelihood-ratio release is then made at
 θ' = θ (sensitivity 0), so the release count stays data-independent.
+
+Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf ``±c`` in the ratio release; a
+non-finite per-record gradient is zeroed in the clipped gradient sum (both counted as clipped);
+never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

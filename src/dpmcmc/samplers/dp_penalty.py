@@ -22,6 +22,9 @@ Proposal modes (001 §3.1):
   ``d_i ∈ {−1, +1}`` per component kept in the state; ``d_i`` is kept after an acceptance and
   reversed after a rejection (Gustafson's guided walk: a reversible move on (θ, d) followed by a
   direction flip, so π(θ) × uniform(d) is invariant). Directions start at +1.
+
+Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf is clipped to ``±c`` inside the
+released sum (counted as clipped); never a rejection, never an error (docs/nonfinite.md).
 """
 from __future__ import annotations
 

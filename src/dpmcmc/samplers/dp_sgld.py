@@ -34,6 +34,9 @@ takes a parameter ``eta`` and steps with ``eta / n``; its settings (banana: ``et
 A non-finite θ' (computed from released values and public quantities only) is discarded: the
 chain stays at θ and ``Info.diverged`` is set. Every iteration releases exactly one gradient
 sum, diverged or not, so the iteration count the accountant charges stays data-independent.
+
+Non-finite per-record value: a batch record's non-finite gradient is zeroed inside the clipped
+sum (counted as clipped), so θ' stays finite; never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

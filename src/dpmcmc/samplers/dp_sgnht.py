@@ -36,6 +36,9 @@ correspond to ``step_size = eta / n``, ``friction = A`` here.
 
 A non-finite (θ', p', ξ') is discarded: the chain keeps its whole state and ``Info.diverged``
 is set. One release per iteration, diverged or not.
+
+Non-finite per-record value: as in DP-SGLD, a batch record's non-finite gradient is zeroed
+inside the clipped sum (counted as clipped); never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ iteration evaluates L gradients.
 With ``clip`` the acceptance test uses the clipped log-likelihood-ratio sum (each ratio clipped
 to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, no noise, tempered after clipping) as in the clipping experiment of
 000 §4.2 / 001 §6.2; the leapfrog still uses exact gradients.
+
+Non-finite per-record value (non-private): a NaN log-likelihood or gradient makes the proposal a
+rejection with ``diverged=True``; ``dpmcmc.sample`` refuses a start θ0 where a record's log-
+likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 

@@ -3,6 +3,10 @@
 The clipping option reproduces the clipping experiment of 000 §4.2 / 001 §6.2: each
 per-example log-likelihood ratio is clipped to ``[-b‖θ−θ'‖, b‖θ−θ'‖]`` and no noise is added.
 Tempering: the log-likelihood (ratio sum, after clipping) is multiplied by ``model.temperature``.
+
+Non-finite per-record value (non-private): a NaN ratio makes the sum NaN and the proposal is
+rejected with ``diverged=True``; ``dpmcmc.sample`` refuses a start θ0 where a record's log-
+likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 
