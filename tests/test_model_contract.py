@@ -276,3 +276,16 @@ def test_nonprivate_baselines_still_refuse_a_non_finite_start(algorithm):
 def test_a_non_finite_prior_at_theta0_is_refused(algorithm):
     model = Model(loglik, lambda th: jnp.where(th[0] < 0.0, -jnp.inf, prior(th)), 2)
     rejects("theta0", model, DATA, algorithm, theta0=np.array([-1.0, 0.0]), exc=ValueError)
+
+
+@pytest.mark.usefixtures("no_noise")
+@pytest.mark.parametrize("draw", [lambda key, shape: jnp.zeros((*shape, 3)),
+                                  lambda key, shape: jnp.full((*shape, 2), jnp.nan)])
+def test_a_bad_prior_draw_for_the_default_start_names_sample_prior(draw):
+    model = Model(loglik, prior, 2, sample_prior=draw)
+    rejects("sample_prior", model, DATA, exc=ValueError)
+
+
+@pytest.mark.usefixtures("no_noise")
+def test_a_non_numeric_theta0_names_theta0():
+    rejects("theta0", Model(loglik, prior, 2), DATA, theta0=["a", "b"])

@@ -80,7 +80,10 @@ _GRADIENT_ALGORITHMS = frozenset({"hmc", "dp-hmc", "dp-sgld", "dp-sgnht"})
 
 
 def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
-    arr = np.asarray(theta0, dtype=np.float64)
+    try:
+        arr = np.asarray(theta0, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"theta0 must be a real array of shape ({dim},) or ({chains}, {dim}): {exc}") from None
     if arr.shape == (dim,):
         arr = np.broadcast_to(arr, (chains, dim)).copy()
     elif arr.shape != (chains, dim):
@@ -96,7 +99,14 @@ def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
 def _default_theta0(model: Model, key: jax.Array, chains: int) -> np.ndarray:
     """Data-independent start: prior draws when the model can draw them, else zeros."""
     if model.sample_prior is not None:
-        return np.asarray(model.sample_prior(key, (chains,)), dtype=np.float64).reshape(chains, model.dim)
+        draws = np.asarray(model.sample_prior(key, (chains,)), dtype=np.float64)
+        if draws.size != chains * model.dim:
+            raise ValueError(f"model.sample_prior(key, ({chains},)) must return shape ({chains}, "
+                             f"{model.dim}), got {draws.shape}; pass theta0 or fix sample_prior")
+        draws = draws.reshape(chains, model.dim)
+        if not np.all(np.isfinite(draws)):
+            raise ValueError("model.sample_prior returned NaN or inf; pass theta0 or fix sample_prior")
+        return draws
     return np.zeros((chains, model.dim))
 
 
