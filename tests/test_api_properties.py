@@ -25,6 +25,7 @@ from api_params import N, budget_kwargs, gaussian_data, gaussian_model, takes_ba
 
 ALL = sorted(ALGORITHMS)
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
+NONPRIVATE = sorted(a for a in ALGORITHMS if not ALGORITHMS[a].private)
 BATCHED = sorted(a for a in ALGORITHMS if takes_batch_size(a))
 MODEL = gaussian_model()
 DATA = gaussian_data()
@@ -165,12 +166,44 @@ def test_unknown_algorithm(algorithm):
         dpmcmc.sample(MODEL, DATA, algorithm, delta=1e-3, iterations=5, progress=False)
 
 
-@given(algorithm=st.sampled_from(PRIVATE), where=st.floats(-3.0, 3.0))
+@given(algorithm=st.sampled_from(ALL), where=st.floats(-3.0, 3.0))
 def test_model_not_finite_at_theta0(algorithm, where):
-    # The log-likelihood is NaN left of `where`; theta0 sits there.
+    # The log-PRIOR is NaN left of `where`; theta0 sits there. (This test used a NaN
+    # log-likelihood and private algorithms: refusing that reads every record, and a private
+    # run's start must not depend on them; see tests/test_model_contract.py.)
+    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2),
+                  lambda th: jnp.where(th[0] < where, jnp.nan, -0.5 * jnp.sum(th ** 2)), 2)
+    rejects("theta0", algorithm=algorithm, model=model, theta0=np.array([where - 1.0, 0.0]))
+
+
+@given(algorithm=st.sampled_from(NONPRIVATE), where=st.floats(-3.0, 3.0))
+def test_nonprivate_model_likelihood_not_finite_at_theta0(algorithm, where):
+    # Non-private baselines only: the log-likelihood is NaN left of `where`; theta0 sits there.
     model = Model(lambda th, x: jnp.where(th[0] < where, jnp.nan, -0.5 * jnp.sum((x - th) ** 2)),
                   lambda th: -0.5 * jnp.sum(th ** 2), 2)
     rejects("theta0", algorithm=algorithm, model=model, theta0=np.array([where - 1.0, 0.0]))
+
+
+@given(algorithm=st.sampled_from(ALL),
+       out_shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
+def test_log_likelihood_of_any_non_scalar_shape(algorithm, out_shape):
+    # A per-record log-likelihood of shape (k, ...) would be clipped per component: refused,
+    # naming the function and the shape, before any noise (and before the NaN in the data).
+    model = Model(lambda th, x: jnp.broadcast_to(-0.5 * jnp.sum((x - th) ** 2), out_shape),
+                  lambda th: -0.5 * jnp.sum(th ** 2), 2)
+    data = DATA.copy()
+    data[0, 0] = math.nan
+    rejects("log_likelihood", algorithm=algorithm, model=model, data=data)
+    rejects(str(out_shape), algorithm=algorithm, model=model, data=data)
+
+
+@given(algorithm=st.sampled_from(ALL), width=st.integers(1, 6), flatten=st.booleans())
+def test_data_rows_not_of_the_declared_record_shape(algorithm, width, flatten):
+    assume(width != 2 or flatten)
+    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: -0.5 * jnp.sum(th ** 2),
+                  2, record_shape=(2,))
+    data = np.random.default_rng(width).normal(size=(N, width))
+    rejects("data", algorithm=algorithm, model=model, data=data.reshape(-1) if flatten else data)
 
 
 @given(algorithm=st.sampled_from(ALL))

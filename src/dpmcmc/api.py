@@ -18,7 +18,7 @@ from . import accounting
 from ._checkpoint import CheckpointError, data_digest, jsonable, read_checkpoint, write_checkpoint
 from ._keys import resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
-from .models.base import Model
+from .models.base import Model, check_model
 from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
 
 __all__ = ["sample", "validate_data", "CheckpointError"]
@@ -27,15 +27,23 @@ __all__ = ["sample", "validate_data", "CheckpointError"]
 DEFAULT_CHECKPOINTS = 20
 
 
-def validate_data(data: Any) -> np.ndarray:
+def validate_data(data: Any, *, finite: bool = True) -> np.ndarray:
     """Return ``data`` as a float array with rows as records, or raise naming ``data``.
+
+    Parameters
+    ----------
+    data : array_like, shape (n, ...)
+    finite : bool, default True
+        Also refuse NaN and inf. ``False`` checks only what is public (type, shape, dtype) and
+        reads no data value, so that ``dpmcmc.sample`` can check the model contract on the
+        shape first and the values last.
 
     Raises
     ------
     TypeError
         If ``data`` is not numeric (strings, objects, complex numbers).
     ValueError
-        If ``data`` is empty, a scalar, or contains NaN or inf.
+        If ``data`` is empty, a scalar, or (with ``finite``) contains NaN or inf.
     """
     if data is None:
         raise TypeError("data must be an array of shape (n, ...), got None")
@@ -55,13 +63,28 @@ def validate_data(data: Any) -> np.ndarray:
         raise ValueError(f"data must contain at least one record, got shape {arr.shape}")
     # float64 whatever jax_enable_x64 says: the run is traced with 64-bit types (see sample).
     arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("data contains NaN or inf; clean or drop those records before sampling")
+    if finite:
+        _check_finite(arr)
     return arr
 
 
+def _check_finite(arr: np.ndarray) -> None:
+    # The project's rule: non-finite data are an input error, reported before any noise.
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("data contains NaN or inf; clean or drop those records before sampling")
+
+
+# Algorithms whose kernels differentiate the log-likelihood: the model contract then includes a
+# gradient of shape (dim,). tests/test_model_contract.py runs every other algorithm on a model
+# that cannot be differentiated, so an algorithm missing here fails that test.
+_GRADIENT_ALGORITHMS = frozenset({"hmc", "dp-hmc", "dp-sgld", "dp-sgnht"})
+
+
 def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
-    arr = np.asarray(theta0, dtype=np.float64)
+    try:
+        arr = np.asarray(theta0, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"theta0 must be a real array of shape ({dim},) or ({chains}, {dim}): {exc}") from None
     if arr.shape == (dim,):
         arr = np.broadcast_to(arr, (chains, dim)).copy()
     elif arr.shape != (chains, dim):
@@ -77,7 +100,14 @@ def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
 def _default_theta0(model: Model, key: jax.Array, chains: int) -> np.ndarray:
     """Data-independent start: prior draws when the model can draw them, else zeros."""
     if model.sample_prior is not None:
-        return np.asarray(model.sample_prior(key, (chains,)), dtype=np.float64).reshape(chains, model.dim)
+        draws = np.asarray(model.sample_prior(key, (chains,)), dtype=np.float64)
+        if draws.size != chains * model.dim:
+            raise ValueError(f"model.sample_prior(key, ({chains},)) must return shape ({chains}, "
+                             f"{model.dim}), got {draws.shape}; pass theta0 or fix sample_prior")
+        draws = draws.reshape(chains, model.dim)
+        if not np.all(np.isfinite(draws)):
+            raise ValueError("model.sample_prior returned NaN or inf; pass theta0 or fix sample_prior")
+        return draws
     return np.zeros((chains, model.dim))
 
 
@@ -214,11 +244,17 @@ def sample(
         if ckpt_path is None:
             raise ValueError("checkpoint_every needs checkpoint (a file path)")
         checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1)
-    data_arr = validate_data(data)
+    # Type, shape and dtype only: the model contract is checked on these public facts before
+    # any data value is read (the finiteness check last).
+    data_arr = validate_data(data, finite=False)
     n = int(data_arr.shape[0])
     if iterations is not None:
         iterations = check_int("iterations", iterations, minimum=1)
     prepared = spec.prepare(dict(params), model, n)
+    check_model(model, data_arr.shape, data_arr.dtype,
+                gradients=algorithm in _GRADIENT_ALGORITHMS,
+                grad_method=prepared.get("grad_method", "auto"))
+    _check_finite(data_arr)
     if mesh is not None:
         from .samplers._sharding import check_mesh
 
@@ -299,7 +335,7 @@ def sample(
             secret = (secure_key_from_os() if isinstance(secure_key, str) else secure_key).words
         init_key = jax.random.split(key)[0]
         theta0_arr = _default_theta0(model, init_key, chains) if theta0_given is None else theta0_given
-        _check_start(model, data_arr, theta0_arr)
+        _check_start(model, theta0_arr, data_arr if not spec.private else None)
     run_key = jax.random.split(key)[1]
 
     # --- the run ----------------------------------------------------------------------------
@@ -530,20 +566,27 @@ class _CheckpointWriter:
         write_checkpoint(self.path, meta, arrays)
 
 
-def _check_start(model: Model, data: np.ndarray, theta0: np.ndarray) -> None:
-    """A start where the model is not finite cannot run; say so before drawing any noise.
+def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = None) -> None:
+    """Refuse a start where the run cannot be defined; say so before drawing any noise.
 
-    This evaluates the log-likelihood on the data once per chain and reveals only whether it is
-    finite everywhere at a user-chosen θ0: a property of the user's model, which the user must
-    fix before a run can happen, not a statistic that is released with the draws.
+    For every algorithm this checks only public things: the log-prior at θ0 (θ0 and the prior
+    are the user's, not the data's). For the private algorithms it reads no record: whether a
+    run starts must not depend on one person's row, and a record whose log-likelihood is not
+    finite at θ0 is handled inside the mechanism like any other (its clipped ratio is bounded by
+    the clip bound and a non-finite gradient is zeroed: see the samplers' module docstrings).
+    ``data`` is given only for the non-private baselines, which publish unprotected draws
+    anyway: there a non-finite log-likelihood at θ0 would make every proposal's log ratio NaN
+    and leave the chain stuck at θ0, so it is refused.
     """
     theta = jnp.asarray(theta0)
     lp = jax.vmap(model.log_prior)(theta)
     if not bool(jnp.all(jnp.isfinite(lp))):
         raise ValueError("theta0: the log-prior is not finite at the starting point of some chain")
+    if data is None:
+        return
     ll_ok = jax.vmap(lambda t: jnp.all(jnp.isfinite(model.loglik_per_example(t, jnp.asarray(data)))))(theta)
     if not bool(jnp.all(ll_ok)):
         raise ValueError(
             "theta0: the model's log-likelihood is not finite at the starting point of some chain "
-            "for some record; choose another theta0 or fix the model"
+            "for some record (non-private algorithm); choose another theta0 or fix the model"
         )

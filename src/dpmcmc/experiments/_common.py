@@ -197,3 +197,17 @@ def evaluate(samples: np.ndarray, ref: Optional[np.ndarray], true_mean: Any, *, 
             out["mmd_exact_baseline"] = mmd(b, ref, bandwidth=median_bandwidth(b, ref, bandwidth_points,
                                                                                    seed=seed))
     return out
+
+
+def acceptance_columns(res) -> dict:
+    """Mean acceptance of a run, labelled by whether the privacy guarantee covers it.
+
+    For the private samplers the accept flags are post-processing of the noisy releases
+    (``Result.released``, docs/post_processing.md); for rwmh/hmc they are computed from the raw
+    data and stay labelled non-private.
+    """
+    import numpy as np
+
+    if getattr(res, "released", None) is not None:
+        return {"acceptance": float(np.mean(res.released.acceptance_rate))}
+    return {"nonprivate_acceptance": float(np.mean(res.diagnostics.acceptance_rate))}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import START_LABELS, cell_seed, evaluate, load_preset, reference_draws, run_one, start_points, thin
+from ._common import START_LABELS, acceptance_columns, cell_seed, evaluate, load_preset, reference_draws, run_one, start_points, thin
 
 __all__ = ["grid_cells", "run_grid_cell", "plot_vs_epsilon", "summary_table"]
 
@@ -79,7 +79,7 @@ def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fra
     extras = {}
     if res is None:
         row.update(mmd=np.nan, mean_error=np.nan, rhat_max=np.nan, mmd_exact_baseline=np.nan,
-                   nonprivate_acceptance=np.nan, nonprivate_clip_fraction=np.nan)
+                   acceptance=np.nan, nonprivate_acceptance=np.nan, nonprivate_clip_fraction=np.nan)
         return {"rows": [row]}
     baseline = None
     if ref is not None:
@@ -91,7 +91,7 @@ def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fra
     true_mean = pre.posterior_mean if pre.posterior_mean is not None else ref
     row.update(evaluate(res.samples, ref, true_mean, mmd_points=cfg["mmd_points"],
                         bandwidth_points=cfg["bandwidth_points"], seed=run_seed, baseline=baseline))
-    row["nonprivate_acceptance"] = float(np.mean(res.diagnostics.acceptance_rate))
+    row.update(acceptance_columns(res))
     row["nonprivate_clip_fraction"] = float(np.mean(res.diagnostics.clip_fraction))
     if grad_clip_fraction and "grad_clip" in acfg["params"]:
         row["nonprivate_grad_clip_fraction"] = _grad_clip_fraction(pre, np.asarray(res.samples),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import START_LABELS, cell_seed, load_preset, start_points, thin
+from ._common import START_LABELS, acceptance_columns, cell_seed, load_preset, start_points, thin
 
 NAME = "barker"
 TITLE = "DP Barker: correction distribution and the Gaussian-mixture experiment"
@@ -115,7 +115,7 @@ def _gmm(cfg, cell) -> dict:
            "batch_size": g["batch_size"] if cell["algorithm"] == "dp-barker" else n,
            "proposal_std": g["proposal_std"], "iterations": g["iterations"], "delta": g["delta"] if last["epsilon"] is not None else None,
            "epsilon_spent": last["epsilon"], "mean_error": last["mean_error"],
-           "nonprivate_acceptance": float(np.mean(res.diagnostics.acceptance_rate)),
+           **acceptance_columns(res),
            "nonprivate_clip_fraction": float(np.mean(res.diagnostics.clip_fraction))}
     return {"rows": [row], "extras": {"curve": curve, "draws": thin(draws[:, draws.shape[1] // 2:].reshape(-1, 2), 2000)}}
 

@@ -10,6 +10,9 @@ Built-in factories (each returns a :class:`Model` with vectorised ``log_likeliho
 - :func:`gaussian_mixture` — the 2-d mixture of 002 §4 (no exact posterior).
 - :func:`logistic_regression` — Bayesian logistic regression (no exact posterior).
 
+Each built-in model declares ``record_shape`` (the shape of one person's row); the contract of a
+model against a data shape is checked by :func:`check_model` (``dpmcmc.sample`` calls it first).
+
 Data: :func:`generate_data` ``(model, key, n, theta=None)`` draws synthetic data for a built-in
 model. Presets: :func:`preset` and :data:`PRESETS` (see :mod:`dpmcmc.models.presets` for the
 list with the source table rows).
@@ -19,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .banana import banana, banana_forward, banana_inverse, banana_posterior_params
-from .base import Model
+from .base import Model, check_model
 from .circle import circle
 from .gaussian import correlated_covariance, gaussian, gaussian_posterior_params, random_covariance
 from .logistic import logistic_regression
@@ -28,6 +31,7 @@ from .presets import DATA_SEEDS, PRESETS, Preset, preset
 
 __all__ = [
     "Model",
+    "check_model",
     "banana",
     "banana_forward",
     "banana_inverse",

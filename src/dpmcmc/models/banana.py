@@ -236,4 +236,5 @@ def banana(
         log_likelihood_batch=log_likelihood_batch,
         grad_log_likelihood_batch=grad_log_likelihood_batch,
         metadata=metadata,
+        record_shape=(dim,),
     )

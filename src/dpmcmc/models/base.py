@@ -1,17 +1,19 @@
 """The model abstraction: a per-example log-likelihood and a log-prior in JAX."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Array = Any
 LogLikelihood = Callable[[Array, Array], Array]
 LogPrior = Callable[[Array], Array]
 
-__all__ = ["Model"]
+__all__ = ["Model", "check_model"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,20 @@ class Model:
     grad_log_likelihood_batch : callable, optional
         ``grad_log_likelihood_batch(theta, data) -> (n, dim)``: vectorised per-example gradients
         of ``log_likelihood`` with respect to ``theta``; used only when given.
+    record_shape : tuple of int, optional
+        The shape of ONE record (one row of the data array), e.g. ``(d,)`` for a d-vector per
+        person or ``()`` for one number per person. When given, ``dpmcmc.sample`` refuses data
+        whose rows have another shape: data of shape ``(n·d,)`` given to a model of ``(d,)``
+        records would otherwise be read as n·d records, and the guarantee would protect one
+        entry instead of one person. ``None`` (default): any row shape the functions accept
+        (see :func:`check_model`).
+    metadata : dict
+        Free-form extras (hyperparameters, data generators); not compared, never used in a run.
+
+    Notes
+    -----
+    :func:`check_model` checks this contract on the data's public shape and dtype, without
+    evaluating anything on data values; ``dpmcmc.sample`` calls it before anything else runs.
     """
 
     log_likelihood: LogLikelihood
@@ -60,6 +76,7 @@ class Model:
     log_likelihood_batch: Optional[Callable[[Array, Array], Array]] = None
     grad_log_likelihood_batch: Optional[Callable[[Array, Array], Array]] = None
     metadata: dict = field(default_factory=dict, compare=False)
+    record_shape: Optional[tuple] = None
 
     def __post_init__(self):
         if not callable(self.log_likelihood):
@@ -71,6 +88,16 @@ class Model:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0.0 < float(t) <= 1.0):
             raise ValueError(f"temperature must lie in (0, 1], got {t!r}")
+        for name in ("sample_prior", "exact_posterior", "log_likelihood_batch", "grad_log_likelihood_batch"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise TypeError(f"{name} must be callable or None, got {type(getattr(self, name)).__name__}")
+        if self.record_shape is not None:
+            rs = self.record_shape
+            if (not isinstance(rs, (tuple, list))
+                    or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in rs)):
+                raise ValueError(f"record_shape must be None or a tuple of positive integers, got {rs!r}")
+            # Frozen dataclass: normalise a list (or NumPy ints) to a tuple of ints.
+            object.__setattr__(self, "record_shape", tuple(int(k) for k in rs))
 
     # Vectorised views used by the samplers. They fall back to autodiff + vmap when the model
     # supplies nothing, so a user model needs only the per-example function.
@@ -89,3 +116,123 @@ class Model:
     def log_posterior(self, theta: Array, data: Array) -> Array:
         """Unnormalised (tempered) log-posterior; non-private, for baselines and tests."""
         return self.log_prior(theta) + self.temperature * jnp.sum(self.loglik_per_example(theta, data))
+
+
+# ------------------------------------------------------------------------- the model contract
+
+def _describe(sd: Any) -> str:
+    return f"{sd.dtype}{list(sd.shape)}" if hasattr(sd, "shape") else type(sd).__name__
+
+
+def _abstract(fn: Callable, args: tuple, what: str, argument: str, inputs: str) -> Any:
+    """``jax.eval_shape(fn, *args)``; an error inside becomes a ValueError naming ``argument``.
+
+    ``eval_shape`` traces ``fn`` on shapes and dtypes only: no value of the data is read.
+    """
+    try:
+        return jax.eval_shape(fn, *args)
+    except Exception as exc:  # IndexError, TypeError from dot_general, tracer errors, ...
+        raise ValueError(
+            f"{argument}: {what} cannot be evaluated on {inputs}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _expect(out: Any, shape: tuple, what: str, inputs: str, argument: str = "model") -> None:
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise TypeError(f"{argument}: {what} must return one array of shape {shape}, got "
+                        f"{type(out).__name__} on {inputs}")
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(f"{argument}: {what} must return real floating values, got dtype "
+                        f"{out.dtype} on {inputs}")
+    if tuple(out.shape) != tuple(shape):
+        extra = ""
+        if argument == "log_likelihood" and shape == () and out.shape:
+            extra = (" (a per-record log-likelihood must be ONE number: each output component "
+                     "would be clipped to the full bound and summed, multiplying the sensitivity)")
+        raise ValueError(f"{argument}: {what} must return shape {shape}, got {tuple(out.shape)} "
+                         f"on {inputs}{extra}")
+
+
+def check_model(model: Model, data_shape: tuple, dtype: Any, *, gradients: bool = False,
+                grad_method: str = "auto", theta_dtype: Any = None) -> None:
+    """Check the model contract on the data's public shape and dtype; raise naming the culprit.
+
+    Everything here is traced with :func:`jax.eval_shape` on abstract values, so it reads no
+    data value and draws no noise: a refusal depends only on the model and on ``data.shape`` and
+    ``data.dtype``, which are public.
+
+    Parameters
+    ----------
+    model : Model
+    data_shape : tuple of int
+        Shape of the data array, ``(n, *record_shape)``.
+    dtype : dtype
+        Floating dtype the data have when they reach the model.
+    gradients : bool, default False
+        Also check that ``log_likelihood`` can be differentiated with respect to ``theta``
+        (for samplers that use gradients), by the route ``grad_method`` names.
+    grad_method : {"auto", "reverse", "forward", "vmap"}, default "auto"
+        How the sampler differentiates: ``"auto"`` uses ``grad_log_likelihood_batch`` when the
+        model supplies one (then only its shape is checked), else reverse mode.
+    theta_dtype : dtype, optional
+        Floating dtype of ``theta``; default JAX's default float.
+
+    Raises
+    ------
+    ValueError
+        ``data`` whose rows do not have the model's ``record_shape``; a function that raises on
+        ``theta`` of shape ``(dim,)`` and one record of shape ``data_shape[1:]`` (the message names
+        ``data``, the function and the shapes, and chains the original error); a function whose
+        output has the wrong shape: ``log_likelihood`` and ``log_prior`` must be scalars,
+        ``log_likelihood_batch`` ``(n,)``, ``grad_log_likelihood_batch`` and the gradient of
+        ``log_likelihood`` ``(dim,)`` per record.
+    TypeError
+        A function whose output is not a single real floating array (integer, boolean, complex,
+        tuple).
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a dpmcmc.Model, got {type(model).__name__}")
+    data_shape = tuple(int(k) for k in data_shape)
+    if len(data_shape) < 1 or data_shape[0] < 1:
+        raise ValueError(f"data must have shape (n, ...) with n >= 1, got {data_shape}")
+    n, record = data_shape[0], data_shape[1:]
+    if model.record_shape is not None and record != model.record_shape:
+        hint = ""
+        size = math.prod(model.record_shape)
+        if len(data_shape) == 1 and model.record_shape != () and data_shape[0] % size == 0:
+            hint = (f"; if these are {data_shape[0] // size} records flattened, pass "
+                    f"data.reshape(-1, {', '.join(map(str, model.record_shape))})")
+        raise ValueError(
+            f"data: model {model.name!r} takes records of shape {model.record_shape} (one row per "
+            f"person), but data of shape {data_shape} has rows of shape {record}{hint}"
+        )
+    dtype = jnp.dtype(dtype)
+    tdt = jnp.dtype(theta_dtype) if theta_dtype is not None else jnp.result_type(float)
+    theta = jax.ShapeDtypeStruct((model.dim,), tdt)
+    x = jax.ShapeDtypeStruct(record, dtype)
+    rows = jax.ShapeDtypeStruct(data_shape, dtype)
+    at_theta = f"theta {_describe(theta)}"
+    at_record = f"{at_theta} and one record x {_describe(x)} (data shape {data_shape})"
+    at_data = f"{at_theta} and data {_describe(rows)}"
+
+    # The prior involves no data: an error in it names log_prior and theta, not data.
+    _expect(_abstract(model.log_prior, (theta,), "log_prior(theta)", "log_prior", at_theta),
+            (), "log_prior(theta)", at_theta, "log_prior")
+    _expect(_abstract(model.log_likelihood, (theta, x), "log_likelihood(theta, x)", "data", at_record),
+            (), "log_likelihood(theta, x)", at_record, "log_likelihood")
+    if model.log_likelihood_batch is not None:
+        _expect(_abstract(model.log_likelihood_batch, (theta, rows), "log_likelihood_batch(theta, data)",
+                          "data", at_data),
+                (n,), "log_likelihood_batch(theta, data)", at_data, "log_likelihood_batch")
+    if model.grad_log_likelihood_batch is not None:
+        _expect(_abstract(model.grad_log_likelihood_batch, (theta, rows),
+                          "grad_log_likelihood_batch(theta, data)", "data", at_data),
+                (n, model.dim), "grad_log_likelihood_batch(theta, data)", at_data,
+                "grad_log_likelihood_batch")
+    if gradients and not (grad_method == "auto" and model.grad_log_likelihood_batch is not None):
+        if grad_method == "forward":
+            grad, what = jax.jacfwd(model.log_likelihood), "jax.jacfwd(log_likelihood)(theta, x)"
+        else:
+            grad, what = jax.grad(model.log_likelihood), "jax.grad(log_likelihood)(theta, x)"
+        _expect(_abstract(grad, (theta, x), what, "log_likelihood", at_record),
+                (model.dim,), what, at_record, "log_likelihood")

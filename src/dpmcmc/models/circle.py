@@ -164,4 +164,5 @@ def circle(
         log_likelihood_batch=log_likelihood_batch,
         grad_log_likelihood_batch=grad_log_likelihood_batch,
         metadata=metadata,
+        record_shape=(1,),
     )

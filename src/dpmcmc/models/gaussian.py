@@ -246,4 +246,5 @@ def gaussian(
         log_likelihood_batch=log_likelihood_batch,
         grad_log_likelihood_batch=grad_log_likelihood_batch,
         metadata=metadata,
+        record_shape=(dim,),
     )

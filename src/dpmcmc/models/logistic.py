@@ -107,4 +107,5 @@ def logistic_regression(
         log_likelihood_batch=log_likelihood_batch,
         grad_log_likelihood_batch=grad_log_likelihood_batch,
         metadata=metadata,
+        record_shape=(dim + 1,),
     )

@@ -120,4 +120,5 @@ def gaussian_mixture(
         log_likelihood_batch=log_likelihood_batch,
         grad_log_likelihood_batch=grad_log_likelihood_batch,
         metadata=metadata,
+        record_shape=(1,),
     )

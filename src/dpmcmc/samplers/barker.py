@@ -63,6 +63,8 @@ prior and the data-independent ``X_corr``) and ``Info.diverged`` (``Δ̃ + Δ_pr
 non-finite) are post-processing of the release, covered by the guarantee (``Result.released``).
 ``s²`` and the noise variance stay inside the mechanism and are reported nowhere;
 ``Info.clip_fraction`` is counted on the batch's raw ratios: NOT private.
+Non-finite per-record value: a NaN ratio of a batch record becomes ``−c`` and ±inf ``±c`` inside
+the released sum (counted as clipped); never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

@@ -23,6 +23,9 @@ gradients, the prior gradient, the momentum and the Halton step size, and the te
 those; ``HMCInfo.accepted`` and ``HMCInfo.diverged`` are therefore post-processing, covered by
 the guarantee (``Result.released``), and ``HMCInfo.step_size`` is data-independent.
 ``clip_fraction`` and ``grad_clip_fraction`` count clipped terms on the raw data: NOT private.
+Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf ``±c`` in the ratio release; a
+non-finite per-record gradient is zeroed in the clipped gradient sum (both counted as clipped);
+never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

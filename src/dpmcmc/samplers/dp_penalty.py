@@ -27,6 +27,8 @@ Run statistics (``docs/post_processing.md``): ``Info.accepted`` and ``Info.diver
 functions of the release ``R̃``, of σ (a function of θ, θ′), the prior, θ′ and the accept uniform
 only, i.e. post-processing, covered by the guarantee (``Result.released``); so are the
 guided-walk directions. ``Info.clip_fraction`` counts clipped ratios on the raw data: NOT private.
+Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf is clipped to ``±c`` inside the
+released sum (counted as clipped); never a rejection, never an error (docs/nonfinite.md).
 """
 from __future__ import annotations
 

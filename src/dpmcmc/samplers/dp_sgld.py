@@ -39,6 +39,8 @@ Run statistics (``docs/post_processing.md``): ``Info.accepted`` is the constant 
 ``Info.diverged`` a function of ``S̃``, the prior gradient and the Langevin noise: both covered
 by the guarantee (``Result.released``). ``Info.clip_fraction`` (batch gradients clipped) is
 counted on the raw data: NOT private.
+Non-finite per-record value: a batch record's non-finite gradient is zeroed inside the clipped
+sum (counted as clipped), so θ' stays finite; never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

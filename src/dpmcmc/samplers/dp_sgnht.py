@@ -40,6 +40,8 @@ is set. One release per iteration, diverged or not.
 Run statistics (``docs/post_processing.md``): as in DP-SGLD, ``Info.accepted`` (always True) and
 ``Info.diverged`` (a function of ``S̃``, the prior gradient and the thermostat noise) are covered
 by the guarantee (``Result.released``); ``Info.clip_fraction`` is NOT private.
+Non-finite per-record value: as in DP-SGLD, a batch record's non-finite gradient is zeroed
+inside the clipped sum (counted as clipped); never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

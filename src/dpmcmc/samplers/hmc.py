@@ -13,6 +13,9 @@ to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, no noise, tempered after clipping) a
 Not private: trajectory and accept test read the data without noise, so every ``HMCInfo`` field
 except the data-independent ``step_size`` is NOT private and is reported in
 ``Result.diagnostics``.
+Non-finite per-record value (non-private): a NaN log-likelihood or gradient makes the proposal a
+rejection with ``diverged=True``; ``dpmcmc.sample`` refuses a start θ0 where a record's log-
+likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 

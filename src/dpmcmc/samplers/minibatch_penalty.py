@@ -60,6 +60,9 @@ two parts separately (``|x² − y²| ≤ c₀²``, ``|x − y| ≤ 2c₀``, ``|
 ``½Δσ_b² ≤ (5/2)k²c₀²(b − 1)/b``, so 001's ``c`` is a valid but looser bound (its worst cases for
 the two parts do not occur together); this module uses the exact ``c`` above, which the tests
 check by brute force over worst-case substitutions.
+
+Non-finite per-record value: a NaN ratio of a batch record becomes ``−c₀`` and ±inf ``±c₀``
+before ``R`` and ``Q`` are formed (counted as clipped); never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 

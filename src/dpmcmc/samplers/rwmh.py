@@ -6,6 +6,9 @@ Tempering: the log-likelihood (ratio sum, after clipping) is multiplied by ``mod
 
 Not private: the accept test reads the data without noise, so every ``Info`` field (acceptance,
 divergences, clip fraction) is NOT private and is reported in ``Result.diagnostics``.
+Non-finite per-record value (non-private): a NaN ratio makes the sum NaN and the proposal is
+rejected with ``diverged=True``; ``dpmcmc.sample`` refuses a start θ0 where a record's log-
+likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 
