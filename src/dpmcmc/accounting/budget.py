@@ -46,6 +46,11 @@ q = 0.1, ε = 0.5: 0.033 against 0.0033). It exists to reproduce published numbe
 report says so. ``"add-remove"`` is rejected: it is the relation of Poisson sampling, and the
 samplers draw fixed-size batches. ``accountant="rdp"`` (WBK Thm 9: without replacement,
 substitute) and the full-data accountants need no such pair.
+
+Adaptive validity (issue 11; docs/neighbouring_relation.md): the PLD ``"substitute"`` path
+composes one pair dominating both orders, so an adversary switching orders between iterations
+is covered; RDP and zCDP curves hold for both orders of every step and compose adaptively;
+the full-data Gaussian pair is symmetric and μ-GDP composes adaptively (Dong, Roth & Su 2022).
 """
 from __future__ import annotations
 
