@@ -161,7 +161,10 @@ def test_pld_guesses_bracket_the_answer(relation):
     lower, upper = acc.guesses(2.0, 1e-6, 1)
     k = max_iterations("dp-sgld", 2.0, 1e-6, 100_000, relation=relation, **params)
     assert lower <= k
-    assert abs(upper / k - 1) < 1e-2
+    # The CLT point is that of one order's pair; "substitute" now composes the symmetrised pair
+    # (issue 11), whose answer is ~17 % lower at this point (the search only starts there).
+    tol = 0.25 if relation == "substitute" else 1e-2
+    assert abs(upper / k - 1) < tol
 
 
 def test_zcdp_closed_forms():
@@ -332,3 +335,65 @@ def test_demo_budget_table():
     out = io.StringIO()
     print_budget_table(file=out, epsilons=(4.0,))
     assert "dp-penalty" in out.getvalue() and str(hmc["pld"]) in out.getvalue()
+
+
+# ---- accounting-side bad input (issue 11 §5): a clear error naming the argument, at once ------
+
+
+@settings(max_examples=25, deadline=2000)
+@given(exponent=st.sampled_from([-300, -200, -160, 160, 200, 300]),
+       case=st.sampled_from([("dp-penalty", "tau", {}), ("dp-hmc", "tau_l", dict(tau_g=1.0, leapfrog_steps=3)),
+                             ("dp-hmc", "tau_g", dict(tau_l=1.0, leapfrog_steps=3)),
+                             ("minibatch-penalty", "tau", dict(batch_size=10)),
+                             ("dp-sgld", "noise_multiplier", dict(batch_size=10)),
+                             ("dp-sgnht", "noise_multiplier", dict(batch_size=10))]),
+       which=st.sampled_from(["max_iterations", "spent"]))
+def test_extreme_noise_scale_is_rejected_by_name(exponent, case, which):
+    """tau = 1e-300 used to raise ZeroDivisionError (and 1e300 a ZeroDivisionError or an error
+    naming mu): a noise scale whose per-release mu is not accountable is a ValueError naming it."""
+    algorithm, name, rest = case
+    params = {name: 10.0 ** exponent, **rest}
+    if algorithm == "minibatch-penalty" and exponent > 0:
+        params[name] = 1e305  # mu = 1/(2 tau) falls below the range only for huge tau
+    with pytest.raises(ValueError, match=name):
+        if which == "max_iterations":
+            max_iterations(algorithm, 1.0, 1e-5, 1000, **params)
+        else:
+            spent(algorithm, 10, 1e-5, 1000, **params)
+
+
+@settings(max_examples=10, deadline=2000)
+@given(n=st.integers(min_value=10**7, max_value=10**15), algorithm=st.sampled_from(["dp-sgld", "dp-sgnht"]))
+def test_tiny_sampling_ratio_is_refused_by_pld_naming_batch_size(n, algorithm):
+    """n = 1e12 with batch_size 1 used to fail inside the FFT ("Target length must be positive")
+    or brentq: below PLD_MIN_Q the PLD accountant refuses, naming batch_size/n."""
+    with pytest.raises(ValueError, match="batch_size/n"):
+        max_iterations(algorithm, 1.0, 1e-5, n, noise_multiplier=1.0, batch_size=1)
+    with pytest.raises(ValueError, match="batch_size/n"):
+        spent(algorithm, 10, 1e-5, n, noise_multiplier=1.0, batch_size=1)
+
+
+@settings(max_examples=10, deadline=2000)
+@given(n=st.integers(min_value=11, max_value=10**6), extra=st.floats(min_value=1e-6, max_value=1e6))
+def test_barker_n0_above_n_is_rejected_like_sample(n, extra):
+    """The accounting validator applies dpmcmc.sample's rule 0 < n0 <= n with its message."""
+    from dpmcmc.accounting._checks import check_n0
+
+    n0 = n * (1 + extra)
+    msg = f"n0 must satisfy 0 < n0 <= n = {n}"
+    with pytest.raises(ValueError, match=msg):
+        max_iterations("dp-barker", 1.0, 1e-5, n, accountant="rdp", batch_size=11, n0=n0)
+    with pytest.raises(ValueError, match=msg):
+        spent("dp-barker", 10, 1e-5, n, accountant="rdp", batch_size=11, n0=n0)
+    with pytest.raises(ValueError, match=msg):
+        check_n0(n0, n)
+    assert check_n0(n, n) == n
+
+
+def test_unaffordable_epsilon_error_names_epsilon():
+    """An epsilon too small for one iteration keeps its current behaviour (an error), and the
+    message names epsilon."""
+    for algorithm, params in [("dp-penalty", dict(tau=1.0)),
+                              ("dp-sgld", dict(noise_multiplier=1.0, batch_size=10))]:
+        with pytest.raises(ValueError, match="budget too small for one iteration: epsilon=1e-09"):
+            max_iterations(algorithm, 1e-9, 1e-5, 1000, **params)

@@ -14,6 +14,7 @@ __all__ = [
     "check_probability",
     "check_int",
     "check_choice",
+    "check_n0",
 ]
 
 
@@ -80,3 +81,12 @@ def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_n0(n0, n: int) -> float:
+    """DP Barker's tempering size: ``0 < n0 <= n`` (T = n0/n <= 1), the rule ``dpmcmc.sample``
+    applies; raise ``ValueError`` naming ``n0`` otherwise (same message in both places)."""
+    v = check_positive("n0", n0)
+    if v > n:
+        raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
+    return v

@@ -46,6 +46,11 @@ q = 0.1, ε = 0.5: 0.033 against 0.0033). It exists to reproduce published numbe
 report says so. ``"add-remove"`` is rejected: it is the relation of Poisson sampling, and the
 samplers draw fixed-size batches. ``accountant="rdp"`` (WBK Thm 9: without replacement,
 substitute) and the full-data accountants need no such pair.
+
+Adaptive validity (issue 11; docs/neighbouring_relation.md): the PLD ``"substitute"`` path
+composes one pair dominating both orders, so an adversary switching orders between iterations
+is covered; RDP and zCDP curves hold for both orders of every step and compose adaptively;
+the full-data Gaussian pair is symmetric and μ-GDP composes adaptively (Dong, Roth & Su 2022).
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pld as _pld
-from ._checks import check_choice, check_int, check_positive, check_probability
+from ._checks import check_choice, check_int, check_n0, check_positive, check_probability
 from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .rdp import (
     barker_direct_rdp,
@@ -188,30 +193,56 @@ class Release:
         return out
 
 
-def _gaussian_release(name: str, per_iteration: int, tau: float, n: int) -> Release:
-    # σ = 2 τ √n × bound and sensitivity 2 × bound give μ = 1/(2 τ² n) per release.
-    return Release(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=1.0 / (2.0 * tau * tau * n))
+#: Range of the per-release μ = Δ²/(2σ²) the accountants accept. Above: the noise is below
+#: 1e-4 of the sensitivity, no budget affords one release and the curves overflow; below: the
+#: release is so noisy that its μ underflows (no iteration count would be finite).
+_MU_RANGE = (1e-300, 1e8)
+#: Smallest sampling ratio batch_size/n the numerical PLD accountant accepts: below it the
+#: per-release privacy loss is ~q wide and the budget allows ~1/q² iterations, beyond what the
+#: FFT composition resolves (the RDP accountant still applies).
+PLD_MIN_Q = 1e-6
 
 
-def _subsampled_release(name: str, sigma: float, batch_size: int, n: int) -> Release:
+def _check_mu(mu: float, name: str, value) -> float:
+    lo, hi = _MU_RANGE
+    if not (math.isfinite(mu) and lo <= mu <= hi):
+        raise ValueError(
+            f"{name}={value!r} gives a per-release mu = Δ²/(2σ²) of {mu:.3g}, outside the "
+            f"accountable range [{lo:g}, {hi:g}] (noise far below the sensitivity, or so large "
+            f"that its mu underflows); choose a {name} within it"
+        )
+    return mu
+
+
+def _gaussian_release(name: str, per_iteration: int, tau: float, n: int, param: str) -> Release:
+    # σ = 2 τ √n × bound and sensitivity 2 × bound give μ = 1/(2 τ² n) per release; divided
+    # step by step so that an extreme τ gives inf/0 (rejected by name) rather than raising.
+    mu = _check_mu(0.5 / n / tau / tau, param, tau)
+    return Release(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=mu)
+
+
+def _subsampled_release(name: str, sigma: float, batch_size: int, n: int, param: str,
+                        value) -> Release:
+    mu = _check_mu(2.0 / sigma / sigma, param, value)
     return Release(
-        name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=2.0 / (sigma * sigma), q=batch_size / n, batch_size=batch_size
+        name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=mu, q=batch_size / n, batch_size=batch_size
     )
 
 
 def _rel_penalty(n: int, p: dict) -> tuple[Release, ...]:
-    return (_gaussian_release("log-likelihood ratio", 1, p["tau"], n),)
+    return (_gaussian_release("log-likelihood ratio", 1, p["tau"], n, "tau"),)
 
 
 def _rel_hmc(n: int, p: dict) -> tuple[Release, ...]:
     return (
-        _gaussian_release("log-likelihood ratio", 1, p["tau_l"], n),
-        _gaussian_release("gradient", p["leapfrog_steps"] + 1, p["tau_g"], n),
+        _gaussian_release("log-likelihood ratio", 1, p["tau_l"], n, "tau_l"),
+        _gaussian_release("gradient", p["leapfrog_steps"] + 1, p["tau_g"], n, "tau_g"),
     )
 
 
 def _rel_minibatch_penalty(n: int, p: dict) -> tuple[Release, ...]:
-    return (_subsampled_release("penalised log-likelihood ratio", 2.0 * math.sqrt(p["tau"]), p["batch_size"], n),)
+    return (_subsampled_release("penalised log-likelihood ratio", 2.0 * math.sqrt(p["tau"]),
+                                p["batch_size"], n, "tau", p["tau"]),)
 
 
 def _rel_barker(n: int, p: dict) -> tuple[Release, ...]:
@@ -231,7 +262,8 @@ def _rel_barker(n: int, p: dict) -> tuple[Release, ...]:
 
 
 def _rel_sgd(n: int, p: dict) -> tuple[Release, ...]:
-    return (_subsampled_release("gradient", p["noise_multiplier"], p["batch_size"], n),)
+    return (_subsampled_release("gradient", p["noise_multiplier"], p["batch_size"], n,
+                                "noise_multiplier", p["noise_multiplier"]),)
 
 
 @dataclass(frozen=True)
@@ -291,6 +323,8 @@ def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Releas
             clean[name] = _check_param(name, params[name], n)
     if algorithm == "dp-barker":
         barker_orders(clean["batch_size"])  # raises ValueError naming batch_size if b <= 10
+        if "n0" in clean:
+            check_n0(params["n0"], n)  # the rule dpmcmc.sample applies, same message
     return n, clean, spec.build(n, clean)
 
 
@@ -516,6 +550,14 @@ def _common_checks(epsilon_or_none, delta, chains, accountant, relation, algorit
     chains = check_int("chains", chains, minimum=1)
     accountant = _check_accountant(accountant, algorithm)
     relation = _check_relation(relation, algorithm, accountant)
+    if accountant == "pld":
+        for r in rels:
+            if r.kind == SUBSAMPLED_GAUSSIAN and r.q < PLD_MIN_Q:
+                raise ValueError(
+                    f"batch_size/n = {r.batch_size}/{n} = {r.q:.3g} is below {PLD_MIN_Q:g}, the "
+                    "smallest sampling ratio the numerical PLD accountant resolves; use a larger "
+                    "batch_size or accountant='rdp'"
+                )
     eps = None if epsilon_or_none is None else check_positive("epsilon", epsilon_or_none)
     return eps, delta, chains, accountant, relation, n, clean, rels
 

@@ -5,8 +5,18 @@ Conventions
 ``sigma`` is the standard deviation of the Gaussian noise divided by the per-example clip
 bound ``C``: each example's contribution to the released sum has norm at most ``C``, so in
 units of ``C`` the noise is ``N(0, sigma^2)`` and two examples' contributions differ by at
-most ``2``. A k-fold composition keeps one order of a pair throughout; where a relation has
-two orders we report the larger delta (the smaller epsilon is not safe).
+most ``2``.
+
+Adaptive composition and the order of a pair. A k-fold composition of one dominating pair
+bounds k adaptively chosen releases only if that pair dominates *every* ordered neighbouring
+pair of every step (Zhu, Dong & Wang 2022, Thm 10). Under replace-one both ``(D, D')`` and
+``(D', D)`` are neighbours, and which order of the subsampled pair is the worse one at step
+``t`` can depend on earlier outputs (other records' clipped values ``C sign(theta_t - a)``),
+so the maximum over the two orders of separately composed deltas is NOT a bound: an adversary
+that switches order adaptively attains more (sigma = 0.8, q = 0.05, k = 50, eps = 2: at least
+0.367, against 0.347 for the per-order maximum; tests/test_adaptive_composition.py).
+``relation="substitute"`` therefore composes one symmetric pair that dominates both orders at
+once (:func:`_symmetrised_pld`; docs/neighbouring_relation.md).
 
 * ``relation="substitute"`` (default): a batch of fixed size ``q * n`` is drawn without
   replacement and neighbouring data sets differ by replacing one record. The dominating pair
@@ -28,11 +38,19 @@ two orders we report the larger delta (the smaller epsilon is not safe).
   records at ``-1``, record ``i`` at ``+1`` in one data set and ``-1`` in the other. Scaling
   by ``1/2`` makes this the add-remove computation below at ``sigma / 2``,
   ``delta_substitute(sigma, q, k, eps) = delta_add-remove(sigma / 2, q, k, eps)``, which is
-  how it is computed.
+  how the pairs are computed. Both orders are composed together through their symmetrisation
+  (pair ``"symmetric"``): the PLD that equals the "remove" pair's on losses ``l > 0``, its
+  mirror image ``e^{-l}`` times it on ``-l`` and an atom at 0; its privacy profile is the max
+  of the two orders' profiles at every ``eps`` in R (the trade-off function
+  ``min{f, f^-1}**`` of Dong, Roth & Su 2022), since ``delta_remove(eps) >= delta_add(eps)``
+  for ``eps >= 0`` (checked in the tests).
 * ``relation="add-remove"``: Poisson sampling with rate ``q``, neighbouring data sets differ
   by adding or removing one record, the sums differ by at most ``1``. Dominating pairs are
   ``P = (1 - q) N(0, sigma^2) + q N(1, sigma^2)`` vs ``Q = N(0, sigma^2)`` ("remove") and the
-  reverse order ("add").
+  reverse order ("add"). Here the max over the two orders of separate k-fold compositions IS
+  a valid adaptive bound: for a pair of data sets ``D' = D + {x}`` the order is fixed by which
+  of them holds ``x``, the same at every step whatever the adversary does, so the ordered pair
+  ``(D', D)`` is dominated by "remove" at every step and ``(D, D')`` by "add".
 * ``relation="substitute-legacy"``: the symmetric pair
 
   ``P = (1 - q) N(0, sigma^2) + q N(1, sigma^2)``  vs
@@ -112,9 +130,10 @@ __all__ = [
 ]
 
 RELATIONS = ("substitute", "add-remove", "substitute-legacy")
-#: Low-level pairs of :func:`subsampled_gaussian_pld`. The substitute relation uses "remove"
-#: and "add" at ``sigma / 2``; "substitute-legacy" is the symmetric non-dominating pair.
-PAIRS = ("remove", "add", "substitute-legacy")
+#: Low-level pairs of :func:`subsampled_gaussian_pld`. The substitute relation uses
+#: "symmetric" (one pair dominating both "remove" and "add") at ``sigma / 2``; "add-remove"
+#: uses "remove" and "add" separately; "substitute-legacy" is the papers' non-dominating pair.
+PAIRS = ("remove", "add", "symmetric", "substitute-legacy")
 
 # Gaussian tails beyond this many standard deviations (about 4e-26 each) are handled
 # conservatively rather than discretised.
@@ -588,10 +607,50 @@ def _step_pld(sigma: float, q: float, pair: str, h: float) -> PrivacyLossDistrib
     return PrivacyLossDistribution(h, j_min, probs, float(above))
 
 
+def _symmetrised_pld(remove: PrivacyLossDistribution) -> PrivacyLossDistribution:
+    """The symmetric pair dominating both orders of a pair, from the PLD of its worse order.
+
+    ``remove`` is a pessimistic PLD ``(P_R, Q_R)`` (``Q_R(l) = e^{-l} P_R(l)``) whose
+    profile dominates the reverse order for every ``eps >= 0``: ``delta_R(eps) >=
+    delta_A(eps)``. The result ``(P*, Q*)`` keeps ``P_R`` on losses ``l > 0``, puts
+    ``Q_R``'s mass of loss ``l`` at loss ``-l`` (so ``P*(-l) = e^{-l} P_R(l)`` and
+    ``Q*(x) = P*(-x)``: swapping the two data sets mirrors the pair) and the rest,
+    ``1 - P_R(L > 0) - Q_R(L > 0) - P_R(+inf)``, at loss 0. Its profile is ``delta_R(eps)`` for
+    ``eps >= 0`` and ``1 - e^eps + e^eps delta_R(-eps)`` for ``eps < 0``, which is at least the
+    profile of either order at every ``eps`` in R (for ``eps < 0`` by
+    ``H_{e^eps}(P||Q) = 1 - e^eps + e^eps H_{e^-eps}(Q||P)``). This is the privacy profile of
+    the symmetrised trade-off function ``min{f, f^-1}**`` (Dong, Roth & Su 2022, Prop. F.2 /
+    Thm 4.2's explicit form for subsampling), i.e. the conjugate of the max of the two orders'
+    profiles. So ``(P*, Q*)`` is a dominating pair, in both orders, of every step whatever
+    order an adversary picks there, and its self-composition bounds every adaptive
+    order-switching strategy (Zhu, Dong & Wang 2022, Thm 10).
+    """
+    h = remove.grid_step
+    losses_idx = remove.offset + np.arange(remove.probs.size)
+    pos = losses_idx > 0
+    p_pos = remove.probs[pos]
+    j_pos = losses_idx[pos]
+    q_pos = p_pos * np.exp(-j_pos * h)
+    atom = 1.0 - remove.infinity_mass - float(p_pos.sum()) - float(q_pos.sum())
+    # P_R(L > 0) + Q_R(L > 0) <= 1 for the subsampled Gaussian pairs (their losses are
+    # positive on x > 1/2 only, where Q = N(0) has less mass than P has below it); a negative
+    # atom would mean the input was not such a pair.
+    if atom < -1e-12:
+        raise AssertionError(f"symmetrisation needs P(L>0) + Q(L>0) <= 1, off by {-atom:.3g}")
+    top = int(j_pos.max()) if j_pos.size else 0
+    probs = np.zeros(2 * top + 1)
+    probs[top + j_pos] += p_pos  # losses l > 0: P_R
+    probs[top - j_pos] += q_pos  # losses -l: Q_R's mass of loss l
+    probs[top] += max(atom, 0.0)
+    return PrivacyLossDistribution(h, -top, probs, remove.infinity_mass)
+
+
 def default_grid_step(sigma: float, q: float, k: int = 1, *, pair: str) -> float:
     """Grid step used by default for one pair of :data:`PAIRS`: ``s / 128`` for the
     per-release loss std ``s``, coarsened only when the composition window or the per-release
-    grid would exceed the size caps."""
+    grid would exceed the size caps. ``"symmetric"`` uses the grid of ``"remove"``, from which
+    it is built."""
+    pair = "remove" if pair == "symmetric" else pair
     _, s = _loss_moments(sigma, q, pair)
     h = s / _BINS_PER_STD
     # window of the k-fold composition is about 2 * 9.5 sqrt(k) s wide
@@ -616,14 +675,24 @@ def _pairs(sigma: float, relation: str) -> tuple[tuple[float, str], ...]:
     """(sigma, pair) of each order to evaluate; delta is the largest of them."""
     if relation == "substitute-legacy":
         return ((sigma, "substitute-legacy"),)
-    # substitute: the add-remove pairs with mixture component N(2, sigma^2), i.e. scaled by 1/2
-    s = 0.5 * sigma if relation == "substitute" else sigma
-    return ((s, "remove"), (s, "add"))
+    if relation == "substitute":
+        # one pair dominating both orders of the add-remove pairs with mixture component
+        # N(2, sigma^2) (scaled by 1/2), so that order switching between steps is covered
+        return ((0.5 * sigma, "symmetric"),)
+    # add-remove: the order is fixed by which data set holds the extra record
+    return ((sigma, "remove"), (sigma, "add"))
+
+
+def _pair_step_pld(sigma: float, q: float, pair: str, h: float) -> PrivacyLossDistribution:
+    """One release's pessimistic PLD of any pair of :data:`PAIRS` on the grid ``h Z``."""
+    if pair == "symmetric":
+        return _symmetrised_pld(_step_pld(sigma, q, "remove", h))
+    return _step_pld(sigma, q, pair, h)
 
 
 @lru_cache(maxsize=32)
 def _cached_step(sigma: float, q: float, pair: str, h: float) -> PrivacyLossDistribution:
-    return _step_pld(sigma, q, pair, h)
+    return _pair_step_pld(sigma, q, pair, h)
 
 
 @lru_cache(maxsize=16)
@@ -650,11 +719,12 @@ def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str,
         Sampling rate in (0, 1].
     k : int
         Number of releases composed.
-    pair : {"remove", "add", "substitute-legacy"}
+    pair : {"remove", "add", "symmetric", "substitute-legacy"}
         ``"remove"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``N(0,s^2)``; ``"add"``: the reverse;
+        ``"symmetric"``: one pair dominating both orders (see :func:`_symmetrised_pld`);
         ``"substitute-legacy"``: ``(1-q)N(0,s^2) + qN(1,s^2)`` vs ``(1-q)N(0,s^2) + qN(-1,s^2)``
-        (not dominating for fixed-size batches; see the module docstring). The pairs of
-        ``relation="substitute"`` are ``"remove"`` and ``"add"`` at ``sigma / 2``.
+        (not dominating for fixed-size batches; see the module docstring). The pair of
+        ``relation="substitute"`` is ``"symmetric"`` at ``sigma / 2``.
     grid_step : float, optional
         Loss grid spacing; default :func:`default_grid_step`.
 
@@ -669,7 +739,7 @@ def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str,
     if grid_step is None:
         return _cached_composed(sigma, q, k, pair)
     h = check_positive("grid_step", grid_step)
-    return _step_pld(sigma, q, pair, h).self_compose(k)
+    return _pair_step_pld(sigma, q, pair, h).self_compose(k)
 
 
 def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
@@ -689,8 +759,11 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
         Privacy parameter (>= 0).
     relation : {"substitute", "add-remove", "substitute-legacy"}
         Neighbouring relation; see the module docstring for the dominating pairs.
-        ``"substitute"`` (fixed-size batches without replacement, replace one record) equals
-        ``"add-remove"`` at ``sigma / 2``. ``"substitute-legacy"`` is the papers' symmetric pair
+        ``"substitute"`` (fixed-size batches without replacement, replace one record)
+        composes the symmetrisation of the ``"add-remove"`` pairs at ``sigma / 2``, valid
+        when the worse order changes from release to release; ``"add-remove"`` takes the max
+        of its two orders' separate compositions (valid there: the order is fixed by the
+        pair of data sets). ``"substitute-legacy"`` is the papers' symmetric pair
         ``(1-q)N(0,s^2) + qN(±1,s^2)`` (Fourier accountant ``get_delta_S``, dp-accounting
         ``REPLACE_ONE``); it is NOT an upper bound for fixed-size batches and may understate
         delta by orders of magnitude, so use it only to reproduce published numbers.
@@ -698,8 +771,8 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
     Returns
     -------
     float
-        A rigorous upper bound on the hockey-stick divergence of the relation's pair(s),
-        within about 0.2 % of the exact value.
+        A rigorous upper bound on the hockey-stick divergence of k adaptive releases under the
+        relation, within about 0.2 % of the exact value of the composed pair(s).
 
     Raises
     ------

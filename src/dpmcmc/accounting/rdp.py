@@ -23,6 +23,11 @@ order (002 Prop. 1), so T iterations of a mechanism with curve ε(α) have curve
   is also capped by the unamplified ε(α), which is valid because Rényi divergence is
   jointly quasi-convex and the subsampled mechanism is a mixture, over batches, of the
   base mechanism on substitute-neighbouring batches.
+* Adaptive composition: adding curves is valid when each step's curve bounds D_α for EVERY
+  ordered neighbouring pair (D, D') and (D', D), whatever the earlier outputs. The Gaussian
+  curve αμ is symmetric; WBK Thm 9 is stated as a sup over both orders of substitute
+  neighbours; 002 Thm 2 and :func:`barker_direct_rdp` bound both orders (the latter's box is
+  symmetric under swapping the two releases). See docs/neighbouring_relation.md.
 * Conversion to (ε, δ)-DP (002 Prop. 3, 001 Thm 1): ε = min_α ε_RDP(α) + ln(1/δ)/(α − 1);
   ``improved=True`` subtracts ln(α)/(α − 1) − ln(1 − 1/α) (Balle et al. 2020, Thm 21), used
   by ``accountant="rdp-direct"`` only, so that ``"rdp"`` keeps the papers' numbers.

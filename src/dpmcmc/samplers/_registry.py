@@ -45,6 +45,7 @@ from typing import Any, Callable, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from dpmcmc.accounting._checks import check_n0
 from dpmcmc.samplers._per_example import PreparedData
 from dpmcmc.samplers._types import Kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
@@ -299,8 +300,7 @@ def _prepare_dp_barker(params, model, n):
         n0 = temperature * n
     else:
         n0 = _positive("n0", params["n0"])
-        if n0 > n:
-            raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {params['n0']!r}")
+        check_n0(params["n0"], n)  # the accounting validator's rule and message
         # The tempering T = n0/n is the model's own unless the model is untempered.
         if temperature != 1.0 and not math.isclose(n0, temperature * n, rel_tol=1e-9):
             raise ValueError(f"n0={params['n0']!r} disagrees with model.temperature * n = "
