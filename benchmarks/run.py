@@ -332,12 +332,12 @@ def ideas(quick, log):
         ("default, blocks of 1024", {"grad_method": "reverse", "grad_dtype": "float32", "block_size": 1024}),
         ("default, blocks of 16384", {"grad_method": "reverse", "grad_dtype": "float32", "block_size": 16384}),
         ("default without vectorize_columns (jax.vmap of the record function)",
-         {"grad_method": "reverse", "grad_dtype": "float32", "flags": {"COLUMNAR": False}}),
+         {"grad_method": "reverse", "grad_dtype": "float32", "options": {"columnar": False}}),
         ("default without the fused clip-and-sum (separate clip_gradients)",
-         {"grad_method": "reverse", "grad_dtype": "float32", "flags": {"FUSED_CLIP": False}}),
+         {"grad_method": "reverse", "grad_dtype": "float32", "options": {"fused_clip": False}}),
         ("default without both (the previous default)",
          {"grad_method": "reverse", "grad_dtype": "float32",
-          "flags": {"COLUMNAR": False, "FUSED_CLIP": False}}),
+          "options": {"columnar": False, "fused_clip": False}}),
     ]
     if quick:
         variants = [variants[0], variants[3], variants[4], variants[10]]
@@ -348,34 +348,27 @@ def ideas(quick, log):
         base = sampler_params(p, "dp-hmc")
         for label, extra in variants:
             params = dict(base, **extra)
-            flags = params.pop("flags", {})
+            options = params.pop("options", {})
             if params.get("block_size") == 10**9:
                 params["block_size"] = int(p.data.shape[0])
-            saved = {k: getattr(pe, k) for k in flags}
-            try:
-                for k, v in flags.items():  # trace-time switches of _per_example
-                    setattr(pe, k, v)
-                cpu, wall, temp = time_sampler(model, p.data, "dp-hmc", params, theta0, 2)
-            finally:
-                for k, v in saved.items():
-                    setattr(pe, k, v)
+            # The blocks the builder would lay out itself, with the variant's pass switches:
+            # they travel with the data (static pytree fields), so no global state is flipped
+            # and no compiled pass of another variant can be reused.
+            data = pe.prepare_data(p.data, model=model, block_size=params.get("block_size"),
+                                   grad_dtype=params.get("grad_dtype"), **options)
+            cpu, wall, temp = time_sampler(model, data, "dp-hmc", params, theta0, 2)
             rows.append({"preset": name, "algorithm": "dp-hmc", "variant": label, "ms_cpu": cpu,
                          "temp_bytes": temp})
             log(f"  {name} dp-hmc {label:70s} {cpu:9.2f} ms/iter")
         # The log-likelihood-ratio pass with and without small-reduction unrolling.
         pen = sampler_params(p, "dp-penalty")
         for unroll in (False, True):
-            saved = pe.SMALL_REDUCTION
-            pe.SMALL_REDUCTION = 16 if unroll else 0
-            try:
-                jax.clear_caches()
-                cpu, wall, temp = time_sampler(model, p.data, "dp-penalty", pen, theta0, 20)
-            finally:
-                pe.SMALL_REDUCTION = saved
+            data = pe.prepare_data(p.data, model=model, block_size=pen.get("block_size"),
+                                   unroll_reductions=unroll)
+            cpu, wall, temp = time_sampler(model, data, "dp-penalty", pen, theta0, 20)
             label = "LLR pass, small reductions " + ("unrolled (default)" if unroll else "as XLA reduce")
             rows.append({"preset": name, "algorithm": "dp-penalty", "variant": label, "ms_cpu": cpu})
             log(f"  {name} dp-penalty {label:51s} {cpu:9.2f} ms/iter")
-    jax.clear_caches()
     return rows
 
 

@@ -5,7 +5,11 @@
   run made alone, and the executions of the secure generator, counted per secret, equal the
   releases the accountant charges each run. The threads are made to trace in lockstep (the
   model's log-likelihood meets the other thread at trace time), which is where process-global
-  trace-time flags crossed over.
+  trace-time flags crossed over (the old ``_SECURE`` flag: UnexpectedTracerError, or noise from
+  the public key). Each run has its own log-likelihood function: JAX caches the trace of a
+  function it has seen, and a second trace of the same function at the same shapes waits for
+  the first, which would turn the rendezvous into a timeout. Tiny runs (12 rows, 2 iterations,
+  1 chain) keep each test to a few seconds.
 * With ``jax_enable_x64`` off (a subprocess, since conftest turns it on) the released noisy
   statistics are float64 and their tail beyond 5.3σ has the normal rate, and ``dpmcmc.sample``
   runs and leaves the user's setting off.
@@ -33,16 +37,27 @@ from dpmcmc.secure import secure_key
 
 from api_params import DIM, gaussian_data, valid_params
 
-ITERATIONS = 4
+ITERATIONS = 2
+CHAINS = 1
+ROWS = 12
 
 
 class _Lockstep:
     """Trace-time rendezvous of two threads: every trace of the log-likelihood in one thread
-    waits (up to a few seconds) for a trace in the other, so the two runs are traced together."""
+    waits for a trace in the other, so the two runs are traced together.
+
+    ``pairs`` counts the rendezvous that happened: a test asserts there was at least one, so it
+    cannot pass by the two runs having been traced one after the other. Both runs of a test
+    trace the log-likelihood equally often, so no wait runs into the timeout; it is generous so
+    that a loaded machine cannot break the first rendezvous."""
 
     def __init__(self):
         self.active = False
-        self.barrier = threading.Barrier(2, timeout=5.0)
+        self.pairs = 0
+        self.barrier = threading.Barrier(2, timeout=10.0, action=self._paired)
+
+    def _paired(self):
+        self.pairs += 1
 
     def meet(self):
         if self.active:
@@ -81,11 +96,19 @@ def _count_secure_draws(monkeypatch):
     return counts
 
 
-def _run(model, algorithm, key_seed, secure):
+def _params(algorithm):
+    params = valid_params(algorithm)
+    if "batch_size" in params:
+        params["batch_size"] = 4  # of the ROWS rows
+    return params
+
+
+def _run(lockstep, algorithm, key_seed, secure):
+    """One run with a fresh log-likelihood function (see the module docstring)."""
     return np.asarray(dpmcmc.sample(
-        model, gaussian_data(), algorithm, delta=1e-3, iterations=ITERATIONS, chains=2,
-        key=jax.random.key(key_seed), progress=False, secure=secure,
-        **valid_params(algorithm)).samples)
+        _model(lockstep), gaussian_data(ROWS), algorithm, delta=1e-3, iterations=ITERATIONS,
+        chains=CHAINS, key=jax.random.key(key_seed), progress=False, secure=secure,
+        **_params(algorithm)).samples)
 
 
 def _concurrently(lockstep, jobs):
@@ -108,52 +131,52 @@ def _concurrently(lockstep, jobs):
         lockstep.active = False
     if errors:
         raise errors[0]
+    assert lockstep.pairs >= 1, "the two runs were never traced at the same time"
     return out
 
 
 def _charged(algorithm):
     spec = ALGORITHMS[algorithm]
-    params = spec.prepare(valid_params(algorithm), _model(_Lockstep()), 60)
-    return sum(r.per_iteration for r in accounting.releases(algorithm, 60,
+    params = spec.prepare(_params(algorithm), _model(_Lockstep()), ROWS)
+    return sum(r.per_iteration for r in accounting.releases(algorithm, ROWS,
                                                             **spec.accounting_params(params)))
 
 
 @pytest.mark.parametrize("algorithm", ["dp-penalty", "minibatch-penalty"])
 def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeypatch):
     lockstep = _Lockstep()
-    model = _model(lockstep)
     s1, s2 = secure_key(101), secure_key(202)
-    alone = [_run(model, algorithm, 1, s1), _run(model, algorithm, 2, s2)]
+    alone = [_run(lockstep, algorithm, 1, s1), _run(lockstep, algorithm, 2, s2)]
     counts = _count_secure_draws(monkeypatch)
-    together = _concurrently(lockstep, [lambda: _run(model, algorithm, 1, s1),
-                                        lambda: _run(model, algorithm, 2, s2)])
+    together = _concurrently(lockstep, [lambda: _run(lockstep, algorithm, 1, s1),
+                                        lambda: _run(lockstep, algorithm, 2, s2)])
     jax.effects_barrier()
     for a, b in zip(alone, together):
         np.testing.assert_array_equal(a, b)
-    # Each run executes exactly its charged releases under its own secret (2 chains).
-    want = 2 * ITERATIONS * _charged(algorithm)
+    # Each run executes exactly its charged releases under its own secret (per chain).
+    want = CHAINS * ITERATIONS * _charged(algorithm)
     words = {int(np.asarray(s1.words)[0]), int(np.asarray(s2.words)[0])}
     assert dict(counts) == {w: want for w in words}
 
 
 def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
     lockstep = _Lockstep()
-    model = _model(lockstep)
     secret = secure_key(7)
-    secure_alone = _run(model, "dp-penalty", 3, secret)
-    public_alone = _run(model, "dp-penalty", 4, False)
-    public_same_key = _run(model, "dp-penalty", 3, False)
+    secure_alone = _run(lockstep, "dp-penalty", 3, secret)
+    public_alone = _run(lockstep, "dp-penalty", 4, False)
+    public_same_key = _run(lockstep, "dp-penalty", 3, False)
     counts = _count_secure_draws(monkeypatch)
     secure_both, public_both = _concurrently(
-        lockstep, [lambda: _run(model, "dp-penalty", 3, secret),
-                   lambda: _run(model, "dp-penalty", 4, False)])
+        lockstep, [lambda: _run(lockstep, "dp-penalty", 3, secret),
+                   lambda: _run(lockstep, "dp-penalty", 4, False)])
     jax.effects_barrier()
     np.testing.assert_array_equal(secure_both, secure_alone)
     np.testing.assert_array_equal(public_both, public_alone)
     # The secure run's noise is not the one its public JAX key gives (the chains move, so the
     # draws differ once any noisy acceptance does).
     assert not np.array_equal(secure_both, public_same_key)
-    assert dict(counts) == {int(np.asarray(secret.words)[0]): 2 * ITERATIONS * _charged("dp-penalty")}
+    assert dict(counts) == {int(np.asarray(secret.words)[0]):
+                            CHAINS * ITERATIONS * _charged("dp-penalty")}
 
 
 # ---------------------------------------------------------------- float64 with x64 off

@@ -139,9 +139,15 @@ class PreparedData:
         Layout of ``blocks`` (static).
     mesh, axis_name
         A ``jax.sharding.Mesh`` and the axis the blocks are split over, or None (static).
+    columnar, fused_clip, unroll_reductions : bool
+        How the passes trace over these blocks (static; see :func:`prepare_data`). They are
+        part of the pytree structure, so kernels built with different settings never share a
+        compiled pass, and tracing reads no module-level state.
     """
 
-    def __init__(self, blocks, grad_blocks, mask, n, column_major, mesh=None, axis_name=None):
+    def __init__(self, blocks, grad_blocks, mask, n, column_major, mesh=None, axis_name=None,
+                 *, columnar: bool = True, fused_clip: bool = True,
+                 unroll_reductions: bool = True):
         self.blocks = blocks
         self.grad_blocks = grad_blocks
         self.mask = mask
@@ -149,14 +155,20 @@ class PreparedData:
         self.column_major = column_major
         self.mesh = mesh
         self.axis_name = axis_name
+        self.columnar = bool(columnar)
+        self.fused_clip = bool(fused_clip)
+        self.unroll_reductions = bool(unroll_reductions)
 
     def tree_flatten(self):
         return ((self.blocks, self.grad_blocks, self.mask),
-                (self.n, self.column_major, self.mesh, self.axis_name))
+                (self.n, self.column_major, self.mesh, self.axis_name,
+                 self.columnar, self.fused_clip, self.unroll_reductions))
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
+        *layout, columnar, fused_clip, unroll = aux
+        return cls(*children, *layout, columnar=columnar, fused_clip=fused_clip,
+                   unroll_reductions=unroll)
 
     @property
     def shape(self) -> tuple:
@@ -200,7 +212,8 @@ def _layout_jnp(arr: Array, n: int, bs: int, nb: int, column_major: bool) -> Arr
 
 def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
                  column_major: Optional[bool] = None, grad_dtype: Optional[str] = None,
-                 mesh=None, axis_name: Optional[str] = None) -> PreparedData:
+                 mesh=None, axis_name: Optional[str] = None, columnar: bool = True,
+                 fused_clip: bool = True, unroll_reductions: bool = True) -> PreparedData:
     """Lay the rows of ``data`` out in blocks for the per-example passes.
 
     Parameters
@@ -221,10 +234,26 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
         a multiple of the device count.
     axis_name : str, optional
         Mesh axis for the rows; default: the mesh's only axis.
+    columnar : bool, default True
+        On column-major blocks, vectorise the per-record log-likelihood with
+        :func:`vectorize_columns`; ``False``: ``jax.vmap`` over the last axis.
+    fused_clip : bool, default True
+        On column-major blocks of models with ≤ ``FUSED_CLIP_MAX_DIM`` parameters, clip and sum
+        per-example gradients in one expression (:func:`_clipped_columns`); ``False``: the
+        separate :func:`~dpmcmc.samplers._clip.clip_gradients`.
+    unroll_reductions : bool, default True
+        Let the forward passes rewrite small reductions as unrolled adds
+        (:func:`unroll_small_reductions`); ``False``: every pass is traced as written.
+
+    The three switches change speed only, never the released values' definition (the same
+    clipping rule, the same sums up to rounding); they exist so that benchmarks can measure
+    each design choice. They travel with the returned value, so two kernels built from data
+    prepared with different switches trace and compile independently, even concurrently.
 
     Returns
     -------
     PreparedData
+        ``data`` itself when it already is one (its layout and switches are kept).
     """
     if isinstance(data, PreparedData):
         return data
@@ -272,7 +301,9 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
         mask = jax.device_put(mask, sharding)
         if grad_blocks is not None:
             grad_blocks = jax.device_put(grad_blocks, sharding)
-    return PreparedData(blocks, grad_blocks, mask, n, bool(column_major), mesh, axis_name)
+    return PreparedData(blocks, grad_blocks, mask, n, bool(column_major), mesh, axis_name,
+                        columnar=columnar, fused_clip=fused_clip,
+                        unroll_reductions=unroll_reductions)
 
 
 def _mesh_axis(mesh, axis_name: Optional[str]) -> str:
@@ -317,30 +348,30 @@ def _rows(xb: Array, column_major: bool) -> Array:
     return jnp.moveaxis(xb, -1, 0) if column_major else xb
 
 
-# Column-major blocks run the user's per-record function through :func:`vectorize_columns`
-# (read at trace time; the benchmark's "ideas" section switches it off to measure it).
-COLUMNAR = True
-
-
-def _vec_loglik(model, column_major: bool, theta_rows: bool) -> Callable:
+def _vec_loglik(model, column_major: bool, theta_rows: bool, *, columnar: bool = True
+                ) -> Callable:
     """``(theta, block) -> (m,)`` per-row log-likelihoods of a block.
 
     ``theta_rows``: θ comes with one copy per row (``(dim, m)`` / ``(m, dim)``), as in the
-    broadcast-θ reverse pass; else θ is shared.
+    broadcast-θ reverse pass; else θ is shared. ``columnar``: column-major blocks run the
+    per-record function through :func:`vectorize_columns` (else ``jax.vmap``); an argument,
+    never module state, so concurrent traces with different settings cannot see each other's.
     """
     axis = -1 if column_major else 0
-    if column_major and COLUMNAR:
+    if column_major and columnar:
         return vectorize_columns(model.log_likelihood, (theta_rows, True))
     return jax.vmap(model.log_likelihood, in_axes=(axis if theta_rows else None, axis))
 
 
-def _block_loglik(model, theta: Array, xb: Array, column_major: bool) -> Array:
+def _block_loglik(model, theta: Array, xb: Array, column_major: bool, *, columnar: bool = True
+                  ) -> Array:
     if model.log_likelihood_batch is not None:
         return model.log_likelihood_batch(theta, _rows(xb, column_major))
-    return _vec_loglik(model, column_major, False)(theta, xb)
+    return _vec_loglik(model, column_major, False, columnar=columnar)(theta, xb)
 
 
-def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str) -> Array:
+def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str, *,
+                 columnar: bool = True) -> Array:
     """Per-example gradients of one block: ``(dim, m)`` if column-major, else ``(m, dim)``."""
     if method == "auto":
         method = "supplied" if model.grad_log_likelihood_batch is not None else "reverse"
@@ -356,12 +387,12 @@ def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str
         thetas = jnp.broadcast_to(theta[:, None] if column_major else theta[None, :], shape)
 
         def total(ts):
-            return jnp.sum(_vec_loglik(model, column_major, True)(ts, xb))
+            return jnp.sum(_vec_loglik(model, column_major, True, columnar=columnar)(ts, xb))
 
         return jax.grad(total)(thetas)
     if method == "forward":
         _, lin = jax.linearize(
-            lambda t: _vec_loglik(model, column_major, False)(t, xb), theta)
+            lambda t: _vec_loglik(model, column_major, False, columnar=columnar)(t, xb), theta)
         basis = jnp.eye(dim, dtype=theta.dtype)
         return jax.vmap(lin, out_axes=0 if column_major else 1)(basis)
     if method == "vmap":
@@ -960,6 +991,7 @@ def _reduce(fn: Callable, args: Any, prepared: PreparedData, blocks: Array, unro
     ``args`` (θ, bounds...) are passed explicitly rather than closed over, so that under a mesh
     they enter the per-device computation as replicated inputs.
     """
+    unroll = unroll and prepared.unroll_reductions
     if prepared.mesh is None:
         acc, comp = _local_reduce(fn, args, blocks, prepared.mask, unroll)
         return jax.tree.map(lambda a, c: a + c if _is_float(a) else a, acc, comp)
@@ -997,10 +1029,9 @@ def _f32_safe_bound(bound: Array, dtype, dim: int) -> Array:
     return bound * (1.0 - 2.0 * (dim + 8) * u)
 
 
-# Clip and sum column-major per-example gradients in one expression (read at trace time; the
-# benchmark's "ideas" section switches it off to measure it).
-FUSED_CLIP = True
-# ... for at most this many parameters: one reduction per component re-reads the block's
+# Column-major per-example gradients are clipped and summed in one expression (unless the data
+# were prepared with ``fused_clip=False``, as the benchmark's "ideas" section does to measure it)
+# for at most this many parameters: one reduction per component re-reads the block's
 # gradients, which measured 2× SLOWER than the separate clip on the 10-d Gaussian (54 vs 28 ms
 # per float32 pass) while 1.8× faster on the 2-d banana.
 FUSED_CLIP_MAX_DIM = 4
@@ -1088,12 +1119,13 @@ def clipped_llr_sum(model, data: Array, theta: Array, theta_new: Array, bound: O
     """
     prepared = _as_prepared(data, model, block_size)
     dtype = _acc_dtype(theta)
-    cm = prepared.column_major
+    cm, col = prepared.column_major, prepared.columnar
 
     def fn(a, x, mask):
         theta, theta_new, bound = a
         x = x.astype(dtype)
-        r = (_block_loglik(model, theta_new, x, cm) - _block_loglik(model, theta, x, cm)).astype(dtype)
+        r = (_block_loglik(model, theta_new, x, cm, columnar=col)
+             - _block_loglik(model, theta, x, cm, columnar=col)).astype(dtype)
         if bound is None:
             c, clipped = r, jnp.zeros(r.shape, bool)
         elif nan_to_bound:
@@ -1145,7 +1177,7 @@ def clipped_grad_sum(model, data: Array, theta: Array, grad_clip: Array, *,
     if jnp.finfo(gdt).bits > jnp.finfo(acc).bits:
         gdt = jnp.dtype(acc)
     blocks = prepared.grad_view() if gdt != prepared.blocks.dtype else prepared.blocks
-    cm = prepared.column_major
+    cm, col, fused = prepared.column_major, prepared.columnar, prepared.fused_clip
     dim = theta.shape[0]
     b = jnp.asarray(grad_clip, acc)
     b_local = (b if gdt == acc else _f32_safe_bound(b, gdt, dim)).astype(gdt)
@@ -1153,8 +1185,8 @@ def clipped_grad_sum(model, data: Array, theta: Array, grad_clip: Array, *,
 
     def fn(a, x, mask):
         th, b_local = a
-        g = _block_grads(model, th, x.astype(gdt), cm, method).astype(gdt)
-        if cm and FUSED_CLIP and g.shape[0] <= FUSED_CLIP_MAX_DIM:
+        g = _block_grads(model, th, x.astype(gdt), cm, method, columnar=col).astype(gdt)
+        if cm and fused and g.shape[0] <= FUSED_CLIP_MAX_DIM:
             return _clipped_columns(g, b_local, mask, acc)
         rows = g.T if cm else g
         rows, clipped = clip_gradients(rows, b_local)
@@ -1171,10 +1203,10 @@ def loglik_sum(model, data: Array, theta: Array, *, block_size: Optional[int] = 
     """Σ_j ℓ_j(θ), untempered and unclipped (non-private samplers only)."""
     prepared = _as_prepared(data, model, block_size)
     dtype = _acc_dtype(theta)
-    cm = prepared.column_major
+    cm, col = prepared.column_major, prepared.columnar
 
     def fn(theta, x, mask):
-        ll = _block_loglik(model, theta, x.astype(dtype), cm).astype(dtype)
+        ll = _block_loglik(model, theta, x.astype(dtype), cm, columnar=col).astype(dtype)
         return jnp.sum(jnp.where(mask, ll, 0.0))
 
     return _reduce(fn, theta, prepared, prepared.blocks)
@@ -1188,12 +1220,12 @@ def loglik_sum_and_grad(model, data: Array, theta: Array, *, block_size: Optiona
     """
     prepared = _as_prepared(data, model, block_size)
     dtype = _acc_dtype(theta)
-    cm = prepared.column_major
+    cm, col = prepared.column_major, prepared.columnar
 
     def fn(theta, x, mask):
         x = x.astype(dtype)
         if model.grad_log_likelihood_batch is not None:
-            ll = _block_loglik(model, theta, x, cm).astype(dtype)
+            ll = _block_loglik(model, theta, x, cm, columnar=col).astype(dtype)
             g = model.grad_log_likelihood_batch(theta, _rows(x, cm)).astype(dtype)
             return jnp.sum(jnp.where(mask, ll, 0.0)), jnp.sum(jnp.where(mask[:, None], g, 0.0), axis=0)
 
