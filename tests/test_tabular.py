@@ -126,6 +126,22 @@ def test_undeclared_category_is_an_error_naming_the_column():
         _hmc(df)
 
 
+@pytest.mark.parametrize("kw, match", [
+    (dict(step_size=-1.0), "step_size"),
+    (dict(epsilon=-1.0), "epsilon"),
+    (dict(chains=0), "chains"),
+    (dict(algorithm="dp-nope"), "algorithm"),
+    (dict(tau_x=1.0), "tau_x"),
+])
+def test_bad_arguments_are_refused_before_any_value_is_read(kw, match):
+    # The table has a missing value: the argument error must come first, so a refusal caused by
+    # the arguments never depends on the records.
+    df = _table(10)
+    df.loc[3, "income"] = None
+    with pytest.raises((ValueError, TypeError), match=match):
+        _hmc(df, **kw)
+
+
 def test_column_without_bounds_is_an_error_naming_it():
     df = _table(10)
     df["zip"] = 12345

@@ -220,20 +220,29 @@ def _categorical_column(df, col: str, spec: _Categorical) -> np.ndarray:
     return idx
 
 
-def design(table: Any, model: str, target: str, features: Optional[Sequence[str]],
-           bounds: Mapping[str, Any]) -> Design:
-    """Build the scaled design from a table and its declared schema; see the module docstring.
+@dataclass(frozen=True)
+class _Plan:
+    """The design's layout, from the declarations and the column names only (public)."""
 
-    All checks of the declarations (model, target, features, a schema entry for each) run before
-    any data value is read; value checks (missing values, undeclared categories) follow.
-    """
+    model: str
+    target: str
+    features: tuple
+    schema: dict
+    names: tuple
+    mid: np.ndarray
+    half: np.ndarray
+    target_mid: float
+    target_half: float
+
+
+def _plan(columns: Sequence[str], model: str, target: str, features: Optional[Sequence[str]],
+          bounds: Mapping[str, Any]) -> _Plan:
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     schema = parse_schema(bounds)
     if not isinstance(target, str):
         raise TypeError(f"target must be a column name, got {type(target).__name__}")
-    df = read_table(table, schema)
-    columns = [str(c) for c in df.columns]
+    columns = [str(c) for c in columns]
     if target not in columns:
         raise ValueError(f"target: column {target!r} is not in the table (columns: {columns})")
     if features is None:
@@ -257,38 +266,65 @@ def design(table: Any, model: str, target: str, features: Optional[Sequence[str]
                          "e.g. {\"categories\": [\"No\", \"Yes\"]} (the second is 1)")
     if model == "linear" and not isinstance(tspec, _Numeric):
         raise ValueError(f"bounds[{target!r}]: a linear target needs declared bounds [lo, hi]")
-    if len(df) < 1:
-        raise ValueError("table has no rows")
-
-    names, cols, mids, halves = ["intercept"], [], [], []
+    names, mids, halves = ["intercept"], [], []
     for col in features:
         spec = schema[col]
         if isinstance(spec, _Numeric):
-            v = _numeric_column(df, col, spec)
-            mid, half = (spec.lo + spec.hi) / 2, (spec.hi - spec.lo) / 2
             names.append(col)
-            cols.append((v - mid) / half)
-            mids.append(mid)
-            halves.append(half)
+            mids.append((spec.lo + spec.hi) / 2)
+            halves.append((spec.hi - spec.lo) / 2)
         else:
-            idx = _categorical_column(df, col, spec)
             # One indicator per non-reference level, bounds [0, 1] -> scaled to {-1, 1}.
-            for k, level in enumerate(spec.categories[1:], start=1):
+            for level in spec.categories[1:]:
                 names.append(f"{col}[{level}]")
-                cols.append(2.0 * (idx == k) - 1.0)
                 mids.append(0.5)
                 halves.append(0.5)
-    if model == "logistic":
-        y = _categorical_column(df, target, tspec).astype(np.float64)
-        tmid, thalf = 0.0, 1.0
-    else:
-        yraw = _numeric_column(df, target, tspec)
+    from .models.base import check_param_names
+
+    check_param_names(names, len(names), "features (term names)")
+    tmid, thalf = 0.0, 1.0
+    if model == "linear":
         tmid, thalf = (tspec.lo + tspec.hi) / 2, (tspec.hi - tspec.lo) / 2
-        y = (yraw - tmid) / thalf
-    n = len(df)
-    data = np.column_stack([np.ones(n), *cols, y]).astype(np.float64)
-    return Design(data=data, names=tuple(names), mid=np.asarray(mids, dtype=np.float64),
-                  half=np.asarray(halves, dtype=np.float64), target_mid=tmid, target_half=thalf)
+    return _Plan(model, target, tuple(features), schema, tuple(names),
+                 np.asarray(mids, dtype=np.float64), np.asarray(halves, dtype=np.float64), tmid, thalf)
+
+
+def _values(df, plan: _Plan) -> np.ndarray:
+    """The records ``(1, x_s..., y)``: the only place data values are read."""
+    cols = []
+    for col in plan.features:
+        spec = plan.schema[col]
+        if isinstance(spec, _Numeric):
+            mid, half = (spec.lo + spec.hi) / 2, (spec.hi - spec.lo) / 2
+            cols.append((_numeric_column(df, col, spec) - mid) / half)
+        else:
+            idx = _categorical_column(df, col, spec)
+            cols.extend(2.0 * (idx == k) - 1.0 for k in range(1, len(spec.categories)))
+    tspec = plan.schema[plan.target]
+    if plan.model == "logistic":
+        y = _categorical_column(df, plan.target, tspec).astype(np.float64)
+    else:
+        y = (_numeric_column(df, plan.target, tspec) - plan.target_mid) / plan.target_half
+    return np.column_stack([np.ones(len(df)), *cols, y]).astype(np.float64)
+
+
+def design(table: Any, model: str, target: str, features: Optional[Sequence[str]],
+           bounds: Mapping[str, Any]) -> Design:
+    """Build the scaled design from a table and its declared schema; see the module docstring.
+
+    All checks of the declarations (model, target, features, a schema entry for each) run on
+    the column names before any data value is read; value checks (missing values, undeclared
+    categories) follow.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    schema = parse_schema(bounds)
+    df = read_table(table, schema)
+    plan = _plan(df.columns, model, target, features, bounds)
+    if len(df) < 1:
+        raise ValueError("table has no rows")
+    return Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                  target_mid=plan.target_mid, target_half=plan.target_half)
 
 
 def to_original_scale(beta_s: Any, mid: Any, half: Any, target_mid: float = 0.0,
@@ -369,6 +405,26 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
                            "prior_var": prior_var})
 
 
+_RUN_KEYS = {"iterations", "accountant", "relation", "progress", "secure", "checkpoint",
+             "checkpoint_every", "mesh", "theta0"}
+
+
+def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, params: dict) -> None:
+    """``dpmcmc.sample``'s checks of the arguments that need no data value, run before the
+    table's values are read (sample repeats them)."""
+    from .accounting._checks import check_int, check_positive, check_probability
+    from .samplers import ALGORITHMS
+
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    check_int("chains", chains, minimum=1)
+    if epsilon is not None:
+        check_positive("epsilon", epsilon)
+    if delta is not None:
+        check_probability("delta", delta)
+    ALGORITHMS[algorithm].prepare({k: v for k, v in params.items() if k not in _RUN_KEYS}, model, n)
+
+
 def glm(
     table: Any,
     model: str = "logistic",
@@ -443,12 +499,17 @@ def glm(
     if noise_sd is not None and (isinstance(noise_sd, bool) or not isinstance(noise_sd, (int, float))
                                  or not (0 < noise_sd < math.inf)):
         raise ValueError(f"noise_sd must be a positive finite number, got {noise_sd!r}")
-    des = design(table, model, target, features, bounds)
-    d = len(des.names) - 1
+    schema = parse_schema(bounds)
+    df = read_table(table, schema)
+    plan = _plan(df.columns, model, target, features, bounds)
+    n = len(df)
+    if n < 1:
+        raise ValueError("table has no rows")
+    d = len(plan.names) - 1
     noise_sd_scaled = 0.5
     if model == "linear":
-        noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / des.target_half
-    m = _build_model(model, d + 1, des.names, float(prior_sd), noise_sd_scaled)
+        noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
+    m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     if algorithm == "dp-hmc":
         clip, grad_clip = default_clips(model, d, noise_sd_scaled, float(param_radius))
@@ -458,6 +519,9 @@ def glm(
         params.setdefault("tau_g", DEFAULT_TAU_G)
     if algorithm in ("dp-hmc", "hmc"):
         params.setdefault("step_size", DEFAULT_STEP_SIZE)
+    _check_run_arguments(m, n, algorithm, epsilon, delta, chains, params)
+    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                 target_mid=plan.target_mid, target_half=plan.target_half)
     res = sample(m, des.data, algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key,
                  **params)
     # Public constants applied to private draws: post-processing.
