@@ -1,6 +1,7 @@
 """dpmcmc.glm and ``dpmcmc sample``: a table and a declared schema in, named coefficients out."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -169,6 +170,16 @@ def test_param_names_validated():
     with pytest.raises(ValueError, match="param_names must be unique"):
         Model(**kw, param_names=("a", "a"))
     assert Model(**kw, param_names=["a", "b"]).param_names == ("a", "b")
+
+
+def test_result_param_names_validated():
+    res = _hmc(_table(10))
+    with pytest.raises(ValueError, match="param_names must have one name per parameter"):
+        dataclasses.replace(res, param_names=("a", "b"))
+    with pytest.raises(ValueError, match="'chain' cannot name a posterior variable"):
+        dataclasses.replace(res, param_names=("chain", "b", "c", "d"))
+    # Without names the file keeps one theta vector.
+    assert list(dataclasses.replace(res, param_names=None).to_inference_data().posterior.data_vars) == ["theta"]
 
 
 # ----------------------------------------------------------------------- inputs agree, files
