@@ -18,6 +18,7 @@ from . import accounting  # noqa: F401  (no JAX import)
 
 _LAZY = {
     "sample": ("dpmcmc.api", "sample"),
+    "glm": ("dpmcmc.tabular", "glm"),
     "load": ("dpmcmc.result", "load"),
     "ResultFileError": ("dpmcmc.result", "ResultFileError"),
     "CheckpointError": ("dpmcmc._checkpoint", "CheckpointError"),
@@ -39,6 +40,6 @@ def __getattr__(name: str):
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
-    if name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure"):
+    if name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure", "tabular"):
         return importlib.import_module(f"dpmcmc.{name}")
     raise AttributeError(f"module 'dpmcmc' has no attribute {name!r}")

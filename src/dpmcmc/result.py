@@ -279,6 +279,10 @@ class Result:
         post-processing of the noisy releases and covered by the guarantee (see its docstring
         and ``docs/post_processing.md``). ``None`` for the non-private algorithms, whose
         acceptance and divergences stay in ``diagnostics``.
+    param_names : tuple of str or None
+        One name per parameter (see ``Model.param_names``). When given, :meth:`to_inference_data`
+        and :meth:`save` write one posterior variable per name (each of shape (chain, draw))
+        instead of one ``theta`` vector, and :func:`load` restores them.
     """
 
     samples: np.ndarray
@@ -289,8 +293,19 @@ class Result:
     model_name: str = "custom"
     secure: bool = False
     released: Optional[ReleasedStatistics] = field(default=None, repr=False)
+    param_names: Optional[tuple] = None
 
     def __post_init__(self):
+        if self.param_names is not None:
+            from .models.base import check_param_names
+
+            names = check_param_names(self.param_names, int(np.shape(self.samples)[2]))
+            # ArviZ's dimensions and netCDF's path separator cannot be variable names.
+            clash = [nm for nm in names if nm in ("chain", "draw") or "/" in nm]
+            if clash:
+                raise ValueError(f"param_names: {clash[0]!r} cannot name a posterior variable "
+                                 "('chain' and 'draw' are dimensions; '/' separates netCDF groups)")
+            object.__setattr__(self, "param_names", names)
         if self.released is not None:
             if not isinstance(self.released, ReleasedStatistics):
                 raise TypeError("released must be a ReleasedStatistics or None, got "
@@ -337,11 +352,13 @@ class Result:
         if self.released is not None:
             stats = {"accepted": self.released.accepted[:, burn_in:],
                      "diverging": self.released.diverged[:, burn_in:]}
-        idata = az.from_dict(
-            posterior={"theta": np.asarray(self.samples[:, burn_in:, :])},
-            sample_stats=stats,
-            dims={"theta": ["theta_dim"]},
-        )
+        draws = np.asarray(self.samples[:, burn_in:, :])
+        if self.param_names is None:
+            posterior, dims = {"theta": draws}, {"theta": ["theta_dim"]}
+        else:
+            posterior = {nm: draws[:, :, j] for j, nm in enumerate(self.param_names)}
+            dims = None
+        idata = az.from_dict(posterior=posterior, sample_stats=stats, dims=dims)
         if stats is not None:
             idata.sample_stats.attrs["covered_by_guarantee"] = 1
             idata.sample_stats.attrs["note"] = _COVERED
@@ -352,6 +369,8 @@ class Result:
             self.privacy.to_json() if self.privacy is not None else "null"
         )
         idata.posterior.attrs["secure_noise"] = int(bool(self.secure))
+        if self.param_names is not None:
+            idata.posterior.attrs["param_names"] = json.dumps(list(self.param_names))
         return idata
 
     def save(self, path: str | os.PathLike, *, diagnostics: bool = False) -> str:
@@ -458,8 +477,14 @@ def load(path: str | os.PathLike) -> Result:
             warnings.simplefilter("ignore")
             idata = az.from_netcdf(path)
         posterior = idata.posterior
-        theta = np.asarray(posterior["theta"].values, dtype=np.float64)
         attrs = dict(posterior.attrs)
+        param_names = None
+        if "param_names" in attrs:
+            param_names = tuple(json.loads(attrs["param_names"]))
+            theta = np.stack([np.asarray(posterior[nm].values, dtype=np.float64)
+                              for nm in param_names], axis=-1)
+        else:
+            theta = np.asarray(posterior["theta"].values, dtype=np.float64)
         flags = None
         if "sample_stats" in idata.groups():
             stats = idata.sample_stats
@@ -524,7 +549,8 @@ def load(path: str | os.PathLike) -> Result:
         if any(np.shape(v) != (theta.shape[0],) for v in diagnostics.fields().values()):
             raise ResultFileError(f"{sidecar!r} does not match {path!r}: wrong number of chains")
     return Result(samples=theta, privacy=privacy, diagnostics=diagnostics, algorithm=algorithm,
-                  params=params, model_name=model_name, secure=secure, released=released)
+                  params=params, model_name=model_name, secure=secure, released=released,
+                  param_names=param_names)
 
 
 def _digest(arr: np.ndarray) -> str:

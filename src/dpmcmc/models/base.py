@@ -13,7 +13,22 @@ Array = Any
 LogLikelihood = Callable[[Array, Array], Array]
 LogPrior = Callable[[Array], Array]
 
-__all__ = ["Model", "check_model"]
+__all__ = ["Model", "check_model", "check_param_names"]
+
+
+def check_param_names(names: Any, dim: int, argument: str = "param_names") -> tuple:
+    """Return ``names`` as a tuple of ``dim`` unique non-empty strings, or raise naming ``argument``."""
+    if isinstance(names, str) or not isinstance(names, (tuple, list)):
+        raise TypeError(f"{argument} must be a tuple of strings, got {type(names).__name__}")
+    if len(names) != dim:
+        raise ValueError(f"{argument} must have one name per parameter ({dim}), got {len(names)}")
+    bad = [nm for nm in names if not isinstance(nm, str) or not nm]
+    if bad:
+        raise TypeError(f"{argument} must hold non-empty strings, got {bad[0]!r}")
+    dup = sorted({nm for nm in names if list(names).count(nm) > 1})
+    if dup:
+        raise ValueError(f"{argument} must be unique, repeated: {', '.join(map(repr, dup))}")
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,11 @@ class Model:
         (see :func:`check_model`).
     metadata : dict
         Free-form extras (hyperparameters, data generators); not compared, never used in a run.
+    param_names : tuple of str, optional
+        One name per component of ``theta`` (length ``dim``, unique, non-empty strings), e.g.
+        ``("intercept", "balance", "student[Yes]")``. When a :class:`~dpmcmc.Result` carries
+        them, its ArviZ export and saved file hold one posterior variable per name instead of
+        one ``theta`` vector. ``None`` (default): components are unnamed.
 
     Notes
     -----
@@ -77,6 +97,7 @@ class Model:
     grad_log_likelihood_batch: Optional[Callable[[Array, Array], Array]] = None
     metadata: dict = field(default_factory=dict, compare=False)
     record_shape: Optional[tuple] = None
+    param_names: Optional[tuple] = None
 
     def __post_init__(self):
         if not callable(self.log_likelihood):
@@ -98,6 +119,8 @@ class Model:
                 raise ValueError(f"record_shape must be None or a tuple of positive integers, got {rs!r}")
             # Frozen dataclass: normalise a list (or NumPy ints) to a tuple of ints.
             object.__setattr__(self, "record_shape", tuple(int(k) for k in rs))
+        if self.param_names is not None:
+            object.__setattr__(self, "param_names", check_param_names(self.param_names, self.dim))
 
     # Vectorised views used by the samplers. They fall back to autodiff + vmap when the model
     # supplies nothing, so a user model needs only the per-example function.

@@ -1,0 +1,529 @@
+"""Generalised linear models from a table: a table in, named coefficients out.
+
+:func:`glm` turns a pandas DataFrame (a polars one, or a CSV/Parquet path) plus a *declared*
+schema — public ranges of the numeric columns, declared categories of the categorical ones —
+into a design matrix, runs :func:`dpmcmc.sample` and returns a :class:`~dpmcmc.Result` whose
+draws are the coefficients on the original scale of the (clipped) covariates, one named
+parameter per term (``intercept``, each numeric column, ``col[level]`` for each non-reference
+level of a categorical column).
+
+Privacy (see docs/tabular.md):
+
+* Every transformation of the data uses declared, public quantities only: numeric columns are
+  clipped into their declared ``[lo, hi]`` and mapped to ``[-1, 1]`` by ``x_s = (x − mid)/half``
+  with ``mid, half`` from the declared bounds; no mean, sd, min or max of the data is computed;
+  no row is dropped (n is public under the substitute relation).
+* Missing values are an error naming the column unless the schema declares a public
+  ``"impute"`` value; a categorical value outside the declared categories is an error naming the
+  column. Like NaN data in :func:`dpmcmc.sample`, these refuse a table that lies outside the
+  declared domain before any noise is drawn or any budget spent; the guarantee is stated for
+  tables inside that domain.
+* The default clip bounds follow from the declared bounds alone (``default_clips``).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["glm", "Design", "design", "read_table", "parse_schema", "to_original_scale",
+           "default_clips", "MODELS"]
+
+MODELS = ("logistic", "linear")
+
+# Defaults for dp-hmc's noise and step parameters, which the library does not default: the
+# noise parameters of DP-HMC's published runs (000; the library's "easy" presets use the same
+# order), and a small fixed step for coefficients of [-1, 1]-scaled covariates. Public
+# constants, overridable; tuning them from n and ε is a separate, later step.
+DEFAULT_TAU_L = 0.1
+DEFAULT_TAU_G = 0.4
+DEFAULT_STEP_SIZE = 0.01
+DEFAULT_PRIOR_SD = 10.0
+DEFAULT_PARAM_RADIUS = 10.0
+
+
+# ------------------------------------------------------------------------------ the schema
+
+@dataclass(frozen=True)
+class _Numeric:
+    lo: float
+    hi: float
+    impute: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class _Categorical:
+    categories: tuple
+    impute: Any = None
+
+
+def parse_schema(bounds: Mapping[str, Any]) -> dict:
+    """Validate the declared schema (the ``bounds`` mapping) and return it parsed.
+
+    Each entry is one of::
+
+        "age": [18, 90]                                    # numeric range [lo, hi]
+        "age": {"bounds": [18, 90], "impute": 40}          # with a public imputation value
+        "student": {"categories": ["No", "Yes"]}           # categorical; first level = reference
+        "student": {"categories": ["No", "Yes"], "impute": "No"}
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the column whose declaration is malformed.
+    """
+    if not isinstance(bounds, Mapping):
+        raise TypeError(f"bounds must be a mapping column -> [lo, hi] or {{'categories': [...]}}, "
+                        f"got {type(bounds).__name__}")
+    out = {}
+    for col, spec in bounds.items():
+        if not isinstance(col, str):
+            raise TypeError(f"bounds: column names must be strings, got {col!r}")
+        impute = None
+        if isinstance(spec, Mapping):
+            unknown = set(spec) - {"bounds", "categories", "impute"}
+            if unknown:
+                raise ValueError(f"bounds[{col!r}]: unknown key(s) {sorted(unknown)}; use "
+                                 "'bounds', 'categories', 'impute'")
+            if ("bounds" in spec) == ("categories" in spec):
+                raise ValueError(f"bounds[{col!r}]: give exactly one of 'bounds' and 'categories'")
+            impute = spec.get("impute")
+            if "categories" in spec:
+                cats = spec["categories"]
+                if isinstance(cats, str) or not isinstance(cats, Sequence) or len(cats) < 2:
+                    raise ValueError(f"bounds[{col!r}]: 'categories' must list at least two levels, "
+                                     f"got {cats!r}")
+                if len(set(cats)) != len(cats):
+                    raise ValueError(f"bounds[{col!r}]: 'categories' has repeated levels: {cats!r}")
+                if impute is not None and impute not in cats:
+                    raise ValueError(f"bounds[{col!r}]: impute value {impute!r} is not a declared "
+                                     f"category {list(cats)!r}")
+                out[col] = _Categorical(tuple(cats), impute)
+                continue
+            spec = spec["bounds"]
+        if isinstance(spec, str) or not isinstance(spec, Sequence) or len(spec) != 2:
+            raise ValueError(f"bounds[{col!r}]: expected [lo, hi], got {spec!r}")
+        try:
+            lo, hi = float(spec[0]), float(spec[1])
+        except (TypeError, ValueError):
+            raise ValueError(f"bounds[{col!r}]: lo and hi must be numbers, got {spec!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds[{col!r}]: need finite lo < hi, got [{lo}, {hi}]")
+        if impute is not None:
+            if isinstance(impute, bool) or not isinstance(impute, (int, float)) or not lo <= impute <= hi:
+                raise ValueError(f"bounds[{col!r}]: impute must be a number in [{lo}, {hi}], got {impute!r}")
+            impute = float(impute)
+        out[col] = _Numeric(lo, hi, impute)
+    return out
+
+
+# ------------------------------------------------------------------------------ the table
+
+def read_table(table: Any, schema: Optional[dict] = None):
+    """Return ``table`` as a pandas DataFrame.
+
+    Accepts a pandas DataFrame, anything with ``to_pandas()`` (polars), or a path to a CSV
+    (``.csv``, ``.csv.gz``, ``.txt``) or Parquet (``.parquet``, ``.pq``) file. Categorical
+    columns whose declared categories are strings are read from CSV as strings, so that
+    ``"1"`` and ``1`` are not confused.
+    """
+    import pandas as pd
+
+    if isinstance(table, pd.DataFrame):
+        return table
+    if isinstance(table, (str, os.PathLike)):
+        path = os.fspath(table)
+        if not os.path.isfile(path):
+            raise ValueError(f"table: no file at {path!r}")
+        low = path.lower()
+        if low.endswith((".parquet", ".pq")):
+            return pd.read_parquet(path)
+        if low.endswith((".csv", ".csv.gz", ".txt")):
+            dtype = {c: str for c, s in (schema or {}).items()
+                     if isinstance(s, _Categorical) and all(isinstance(v, str) for v in s.categories)}
+            return pd.read_csv(path, dtype=dtype or None, keep_default_na=True)
+        raise ValueError(f"table: {path!r} is neither CSV (.csv) nor Parquet (.parquet, .pq)")
+    if hasattr(table, "to_pandas"):
+        return table.to_pandas()
+    raise TypeError(f"table must be a pandas DataFrame, a polars DataFrame or a CSV/Parquet path, "
+                    f"got {type(table).__name__}")
+
+
+@dataclass(frozen=True)
+class Design:
+    """A design built from public declarations.
+
+    Attributes
+    ----------
+    data : ndarray (n, d + 2)
+        Records ``(1, x_s..., y)``: intercept column, covariates scaled to [-1, 1], target
+        (logistic: 0/1; linear: clipped and scaled to [-1, 1]).
+    names : tuple of str
+        ``("intercept", term, ...)``, one per coefficient.
+    mid, half : ndarray (d,)
+        Centre and half-width of each covariate's declared range (0/1 indicators: 0.5, 0.5).
+    target_mid, target_half : float
+        The same for a linear model's target (0 and 1 for logistic).
+    """
+
+    data: np.ndarray
+    names: tuple
+    mid: np.ndarray
+    half: np.ndarray
+    target_mid: float = 0.0
+    target_half: float = 1.0
+
+
+def _missing(series) -> np.ndarray:
+    return np.asarray(series.isna(), dtype=bool)
+
+
+def _numeric_column(df, col: str, spec: _Numeric) -> np.ndarray:
+    import pandas as pd
+
+    s = df[col]
+    miss = _missing(s)
+    if miss.any():
+        if spec.impute is None:
+            raise ValueError(f"column {col!r} has missing values; declare a public imputation "
+                             f"value ({{\"{col}\": {{\"bounds\": [lo, hi], \"impute\": v}}}})")
+        s = s.where(~miss, spec.impute)
+    try:
+        v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"column {col!r} is declared numeric (bounds) but holds non-numeric values") from None
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"column {col!r} holds inf")
+    # Clip into the declared range: this bounds each record's influence; nothing is dropped.
+    return np.clip(v, spec.lo, spec.hi)
+
+
+def _categorical_column(df, col: str, spec: _Categorical) -> np.ndarray:
+    """Level index of each row (0 = reference)."""
+    s = df[col]
+    miss = _missing(s)
+    if miss.any():
+        if spec.impute is None:
+            raise ValueError(f"column {col!r} has missing values; declare a public imputation "
+                             f"category ({{\"{col}\": {{\"categories\": [...], \"impute\": level}}}})")
+        s = s.where(~miss, spec.impute)
+    values = s.to_numpy(dtype=object)
+    idx = np.full(len(values), -1, dtype=np.int64)
+    for k, level in enumerate(spec.categories):
+        idx[values == level] = k
+    if (idx < 0).any():
+        raise ValueError(f"column {col!r} holds values outside its declared categories "
+                         f"{list(spec.categories)!r}")
+    return idx
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The design's layout, from the declarations and the column names only (public)."""
+
+    model: str
+    target: str
+    features: tuple
+    schema: dict
+    names: tuple
+    mid: np.ndarray
+    half: np.ndarray
+    target_mid: float
+    target_half: float
+
+
+def _plan(columns: Sequence[str], model: str, target: str, features: Optional[Sequence[str]],
+          bounds: Mapping[str, Any]) -> _Plan:
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    schema = parse_schema(bounds)
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a column name, got {type(target).__name__}")
+    columns = [str(c) for c in columns]
+    if target not in columns:
+        raise ValueError(f"target: column {target!r} is not in the table (columns: {columns})")
+    if features is None:
+        features = [c for c in columns if c != target]
+    elif isinstance(features, str):
+        features = [f.strip() for f in features.split(",") if f.strip()]
+    features = list(features)
+    if not features:
+        raise ValueError("features: need at least one covariate column")
+    if len(set(features)) != len(features) or target in features:
+        raise ValueError(f"features must be distinct columns other than the target, got {features}")
+    for col in [target, *features]:
+        if col not in columns:
+            raise ValueError(f"features: column {col!r} is not in the table (columns: {columns})")
+        if col not in schema:
+            raise ValueError(f"bounds: column {col!r} has no declared bounds or categories; the "
+                             "ranges must be declared (public), never read from the data")
+    tspec = schema[target]
+    if model == "logistic" and not (isinstance(tspec, _Categorical) and len(tspec.categories) == 2):
+        raise ValueError(f"bounds[{target!r}]: a logistic target needs two declared classes, "
+                         "e.g. {\"categories\": [\"No\", \"Yes\"]} (the second is 1)")
+    if model == "linear" and not isinstance(tspec, _Numeric):
+        raise ValueError(f"bounds[{target!r}]: a linear target needs declared bounds [lo, hi]")
+    names, mids, halves = ["intercept"], [], []
+    for col in features:
+        spec = schema[col]
+        if isinstance(spec, _Numeric):
+            names.append(col)
+            mids.append((spec.lo + spec.hi) / 2)
+            halves.append((spec.hi - spec.lo) / 2)
+        else:
+            # One indicator per non-reference level, bounds [0, 1] -> scaled to {-1, 1}.
+            for level in spec.categories[1:]:
+                names.append(f"{col}[{level}]")
+                mids.append(0.5)
+                halves.append(0.5)
+    from .models.base import check_param_names
+
+    check_param_names(names, len(names), "features (term names)")
+    tmid, thalf = 0.0, 1.0
+    if model == "linear":
+        tmid, thalf = (tspec.lo + tspec.hi) / 2, (tspec.hi - tspec.lo) / 2
+    return _Plan(model, target, tuple(features), schema, tuple(names),
+                 np.asarray(mids, dtype=np.float64), np.asarray(halves, dtype=np.float64), tmid, thalf)
+
+
+def _values(df, plan: _Plan) -> np.ndarray:
+    """The records ``(1, x_s..., y)``: the only place data values are read."""
+    cols = []
+    for col in plan.features:
+        spec = plan.schema[col]
+        if isinstance(spec, _Numeric):
+            mid, half = (spec.lo + spec.hi) / 2, (spec.hi - spec.lo) / 2
+            cols.append((_numeric_column(df, col, spec) - mid) / half)
+        else:
+            idx = _categorical_column(df, col, spec)
+            cols.extend(2.0 * (idx == k) - 1.0 for k in range(1, len(spec.categories)))
+    tspec = plan.schema[plan.target]
+    if plan.model == "logistic":
+        y = _categorical_column(df, plan.target, tspec).astype(np.float64)
+    else:
+        y = (_numeric_column(df, plan.target, tspec) - plan.target_mid) / plan.target_half
+    return np.column_stack([np.ones(len(df)), *cols, y]).astype(np.float64)
+
+
+def design(table: Any, model: str, target: str, features: Optional[Sequence[str]],
+           bounds: Mapping[str, Any]) -> Design:
+    """Build the scaled design from a table and its declared schema; see the module docstring.
+
+    All checks of the declarations (model, target, features, a schema entry for each) run on
+    the column names before any data value is read; value checks (missing values, undeclared
+    categories) follow.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    schema = parse_schema(bounds)
+    df = read_table(table, schema)
+    plan = _plan(df.columns, model, target, features, bounds)
+    if len(df) < 1:
+        raise ValueError("table has no rows")
+    return Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                  target_mid=plan.target_mid, target_half=plan.target_half)
+
+
+def to_original_scale(beta_s: Any, mid: Any, half: Any, target_mid: float = 0.0,
+                      target_half: float = 1.0) -> np.ndarray:
+    """Map coefficients of the scaled design back to the original covariate scale.
+
+    With ``x_s = (x − mid)/half`` and ``y_s = (y − target_mid)/target_half`` (logistic: 0, 1)::
+
+        β_j       = target_half · β_s_j / half_j
+        intercept = target_mid + target_half · (β_s0 − Σ_j β_s_j · mid_j / half_j)
+
+    Parameters
+    ----------
+    beta_s : array (..., 1 + d)
+        Intercept first. Any leading axes (chains, draws).
+    """
+    b = np.asarray(beta_s, dtype=np.float64)
+    mid, half = np.asarray(mid, dtype=np.float64), np.asarray(half, dtype=np.float64)
+    slopes = b[..., 1:] / half
+    intercept = b[..., 0] - np.sum(slopes * mid, axis=-1)
+    out = np.concatenate([intercept[..., None], slopes], axis=-1) * target_half
+    out[..., 0] += target_mid
+    return out
+
+
+def default_clips(model: str, d: int, noise_sd: float = 0.5,
+                  param_radius: float = DEFAULT_PARAM_RADIUS) -> tuple[float, float]:
+    """Default ``(clip, grad_clip)`` of dp-hmc for a design with ``d`` scaled covariates.
+
+    Every record has ``x̃ = (1, x_s)`` with ``x_s ∈ [-1, 1]^d``, so ``‖x̃‖ ≤ √(1+d)``.
+
+    * logistic: ``∇ℓ = (y − σ(x̃ᵀθ)) x̃``, ``|y − σ| < 1``: the gradient norm is at most
+      ``√(1+d)`` for every θ, and the log-likelihood ratio is ``√(1+d)``-Lipschitz in θ. Both
+      clips equal ``√(1+d)``: nothing is clipped.
+    * linear (Gaussian, scaled noise sd ``s``): ``∇ℓ = (y_s − x̃ᵀθ) x̃ / s²`` is unbounded in θ.
+      On the ball ``‖θ‖ ≤ R`` (``param_radius``, declared) ``|y_s − x̃ᵀθ| ≤ 1 + √(1+d) R``, so
+      both bounds are ``√(1+d) (1 + √(1+d) R) / s²``; outside the ball the clipping enforces
+      them (the guarantee holds regardless; only the posterior is then approximate).
+    """
+    r = math.sqrt(1 + d)
+    if model == "logistic":
+        return r, r
+    b = r * (1 + r * param_radius) / noise_sd ** 2
+    return b, b
+
+
+# ------------------------------------------------------------------------------ the model
+
+def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_scaled: float):
+    import jax
+    import jax.numpy as jnp
+
+    from .models.base import Model
+
+    prior_var = prior_sd ** 2
+    if model == "logistic":
+        from .models.logistic import logistic_regression
+
+        base = logistic_regression(dim, prior_var=prior_var, name="glm-logistic")
+        return replace(base, param_names=names)
+
+    s = float(noise_sd_scaled)
+    const = -math.log(s) - 0.5 * math.log(2 * math.pi)
+
+    def log_likelihood(theta, x):
+        r = (x[-1] - jnp.dot(x[:-1], theta)) / s
+        return const - 0.5 * r * r
+
+    def log_prior(theta):
+        return -0.5 * jnp.sum(theta ** 2) / prior_var
+
+    def sample_prior(key, shape):
+        return prior_sd * jax.random.normal(key, (*shape, dim))
+
+    return Model(log_likelihood=log_likelihood, log_prior=log_prior, dim=dim, name="glm-linear",
+                 sample_prior=sample_prior, record_shape=(dim + 1,), param_names=names,
+                 metadata={"family": "linear_regression", "noise_sd_scaled": s,
+                           "prior_var": prior_var})
+
+
+_RUN_KEYS = {"iterations", "accountant", "relation", "progress", "secure", "checkpoint",
+             "checkpoint_every", "mesh", "theta0"}
+
+
+def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, params: dict) -> None:
+    """``dpmcmc.sample``'s checks of the arguments that need no data value, run before the
+    table's values are read (sample repeats them)."""
+    from .accounting._checks import check_int, check_positive, check_probability
+    from .samplers import ALGORITHMS
+
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    check_int("chains", chains, minimum=1)
+    if epsilon is not None:
+        check_positive("epsilon", epsilon)
+    if delta is not None:
+        check_probability("delta", delta)
+    ALGORITHMS[algorithm].prepare({k: v for k, v in params.items() if k not in _RUN_KEYS}, model, n)
+
+
+def glm(
+    table: Any,
+    model: str = "logistic",
+    *,
+    target: str,
+    features: Optional[Sequence[str]] = None,
+    bounds: Mapping[str, Any],
+    epsilon: Optional[float] = None,
+    delta: Optional[float] = None,
+    algorithm: str = "dp-hmc",
+    chains: int = 4,
+    key: Any = None,
+    noise_sd: Optional[float] = None,
+    prior_sd: float = DEFAULT_PRIOR_SD,
+    param_radius: float = DEFAULT_PARAM_RADIUS,
+    **sampler_params: Any,
+):
+    """Bayesian logistic or linear regression of ``target`` on ``features`` from a table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame, polars.DataFrame or path
+        The sensitive records, one row per person; a path may be CSV or Parquet.
+    model : {"logistic", "linear"}
+        Logistic: ``P(y = second class) = σ(intercept + Σ β_j x_j)``. Linear:
+        ``y ~ N(intercept + Σ β_j x_j, noise_sd²)`` with ``y`` clipped into its declared range.
+    target : str
+        The response column. Logistic: declared ``{"categories": [c0, c1]}`` (``c1`` → 1).
+        Linear: declared ``[lo, hi]``.
+    features : sequence of str or "a,b,c", optional
+        Covariate columns; default every column but ``target``. Each needs a declaration.
+    bounds : mapping
+        The declared, public schema (:func:`parse_schema`): ``[lo, hi]`` per numeric column,
+        ``{"categories": [...]}`` per categorical one, optional ``"impute"``.
+    epsilon, delta : float
+        Budget of the whole run (all chains); see :func:`dpmcmc.sample`.
+    algorithm : str, default "dp-hmc"
+        Any of ``dpmcmc.samplers.ALGORITHMS``; the non-private "hmc"/"rwmh" for checks only.
+    chains : int, default 4
+    key : JAX key or int, optional
+        Default: fresh OS entropy. A published key voids the guarantee (see ``dpmcmc.sample``).
+    noise_sd : float, optional
+        Linear model: the declared (public) noise sd on the target's scale; default a quarter of
+        the target's declared range.
+    prior_sd : float, default 10
+        Sd of the independent normal prior on the coefficients of the SCALED design (covariates
+        in [-1, 1]; linear: target in [-1, 1] too).
+    param_radius : float, default 10
+        Linear model with dp-hmc: the radius R of the parameter ball on which the default clips
+        are exact (:func:`default_clips`).
+    **sampler_params
+        Passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
+        ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
+        ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01; for hmc ``step_size`` 0.01.
+
+    Returns
+    -------
+    Result
+        Draws of the coefficients on the original scale, named by ``Result.param_names``
+        (``intercept``, each numeric column, ``col[level]`` per non-reference level). The
+        scaling is post-processing of the private draws with public constants.
+    """
+    from .api import sample
+
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    for name, value in (("prior_sd", prior_sd), ("param_radius", param_radius)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if noise_sd is not None and model != "linear":
+        raise ValueError("noise_sd applies to model='linear' only")
+    if noise_sd is not None and (isinstance(noise_sd, bool) or not isinstance(noise_sd, (int, float))
+                                 or not (0 < noise_sd < math.inf)):
+        raise ValueError(f"noise_sd must be a positive finite number, got {noise_sd!r}")
+    schema = parse_schema(bounds)
+    df = read_table(table, schema)
+    plan = _plan(df.columns, model, target, features, bounds)
+    n = len(df)
+    if n < 1:
+        raise ValueError("table has no rows")
+    d = len(plan.names) - 1
+    noise_sd_scaled = 0.5
+    if model == "linear":
+        noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
+    m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
+    params = dict(sampler_params)
+    if algorithm == "dp-hmc":
+        clip, grad_clip = default_clips(model, d, noise_sd_scaled, float(param_radius))
+        params.setdefault("clip", clip)
+        params.setdefault("grad_clip", grad_clip)
+        params.setdefault("tau_l", DEFAULT_TAU_L)
+        params.setdefault("tau_g", DEFAULT_TAU_G)
+    if algorithm in ("dp-hmc", "hmc"):
+        params.setdefault("step_size", DEFAULT_STEP_SIZE)
+    _check_run_arguments(m, n, algorithm, epsilon, delta, chains, params)
+    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                 target_mid=plan.target_mid, target_half=plan.target_half)
+    res = sample(m, des.data, algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key,
+                 **params)
+    # Public constants applied to private draws: post-processing.
+    beta = to_original_scale(res.samples, des.mid, des.half, des.target_mid, des.target_half)
+    return replace(res, samples=beta, param_names=des.names)
