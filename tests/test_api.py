@@ -118,3 +118,17 @@ def test_result_parts_and_report():
     assert set(idata.sample_stats.data_vars) == {"accepted", "diverging"}
     assert "acceptance_rate" not in str(idata.posterior.attrs)
     assert "clip_fraction" not in str(idata.posterior.attrs) + str(idata.sample_stats.attrs)
+
+
+def test_model_param_names_reach_the_result_and_inference_data():
+    """Model(param_names=...) names the posterior variables of dpmcmc.sample's result."""
+    base = gaussian_model()
+    named = Model(log_likelihood=base.log_likelihood, log_prior=base.log_prior, dim=base.dim,
+                  param_names=tuple(f"beta_{i}" for i in range(base.dim)))
+    res = dpmcmc.sample(named, gaussian_data(), "rwmh", iterations=3, chains=1,
+                        key=jax.random.key(0), progress=False, **valid_params("rwmh"))
+    assert res.param_names == named.param_names
+    assert sorted(res.to_inference_data().posterior.data_vars) == sorted(named.param_names)
+    unnamed = dpmcmc.sample(base, gaussian_data(), "rwmh", iterations=3, chains=1,
+                            key=jax.random.key(0), progress=False, **valid_params("rwmh"))
+    assert unnamed.param_names is None

@@ -387,6 +387,7 @@ def sample(
         algorithm=algorithm,
         params=prepared,
         model_name=model.name,
+        param_names=model.param_names,
         secure=secret is not None,
         released=released,
     )
