@@ -194,15 +194,12 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     default_batch = np.asarray(sample_batch_indices(key, n, b))
     default_corr = np.asarray(sample_correction(key, (64,)))
 
-    # Compiled once, as the samplers call them (inside jit): run eagerly, the ChaCha20 rounds
-    # dispatch op by op and the three calls below cost ~30 CPU-s. No cache clearing needed: the
-    # source (its secret a traced leaf) is an argument, so one compilation serves every secret.
-    draw = jax.jit(lambda k, source: (sample_batch_indices(k, n, b, source),
-                                      sample_correction(k, (64,), noise=source)))
-
     def under(seed):
-        batch, corr = draw(key, NoiseSource(secure_key(seed).words))
-        return np.asarray(batch), np.asarray(corr)
+        # No cache clearing needed: the source (its secret a traced leaf) is an argument.
+        source = NoiseSource(secure_key(seed).words)
+        batch = np.asarray(sample_batch_indices(key, n, b, source))
+        corr = np.asarray(sample_correction(key, (64,), noise=source))
+        return batch, corr
 
     b1, c1 = under(1)
     b1_again, c1_again = under(1)
