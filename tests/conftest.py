@@ -28,3 +28,18 @@ def reference_entries():
         path = os.path.join(os.path.dirname(__file__), "data", "accounting_reference.json")
     with open(path) as f:
         return json.load(f)
+
+
+@pytest.fixture(scope="session")
+def host_device_results(request):
+    """``module name -> RESULT`` of every selected test module's ``HOST_DEVICE_CHILD`` script,
+    all run in ONE child process with 4 forced host devices (one Python + JAX start-up for the
+    session, not one per module)."""
+    from host_devices import run_children
+
+    scripts = {}
+    for item in request.session.items:
+        mod = getattr(item, "module", None)
+        if mod is not None and hasattr(mod, "HOST_DEVICE_CHILD"):
+            scripts[mod.__name__] = mod.HOST_DEVICE_CHILD
+    return run_children(scripts)

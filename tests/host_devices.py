@@ -1,8 +1,10 @@
-"""Run a script in a child Python process with several forced host (CPU) devices.
+"""Run scripts in one child Python process with several forced host (CPU) devices.
 
 ``XLA_FLAGS=--xla_force_host_platform_device_count`` takes effect only before JAX starts, so the
-multi-device tests run their script in a subprocess. The script sets the flag itself and prints
-one line ``RESULT<json>``; this helper returns that JSON object.
+multi-device tests run their scripts in a subprocess. Each script sets the flag itself and prints
+one line ``RESULT<json>``. Starting Python, JAX and dpmcmc costs several CPU-seconds, so the
+test modules' scripts (their ``HOST_DEVICE_CHILD``) share ONE child per test session: see
+:func:`run_children` and the ``host_device_results`` fixture in ``conftest.py``.
 """
 from __future__ import annotations
 
@@ -11,19 +13,53 @@ import os
 import subprocess
 import sys
 
+# Runs each script in its own namespace, in order, and tags its RESULT line (or its error) with
+# the script's name, so that one failing script fails only its own tests.
+_RUNNER = r"""
+import json, os, sys, traceback
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=%d"
+scripts = json.loads(sys.stdin.read())
+for name, src in scripts.items():
+    print("SCRIPT" + name, flush=True)
+    try:
+        exec(compile(src, "<" + name + ">", "exec"), {"__name__": "__host_device_child__"})
+    except BaseException:
+        print("ERROR" + json.dumps(traceback.format_exc()), flush=True)
+"""
 
-def run_child(script: str, devices: int = 4, timeout: float = 600) -> dict:
-    """Run ``script`` with ``python -c`` and return its last ``RESULT`` JSON object.
 
-    The parent's ``XLA_FLAGS`` are dropped so the child's own device count applies; the child
-    must report ``"devices"``, which is checked against ``devices``.
+def run_children(scripts: dict, devices: int = 4, timeout: float = 1200) -> dict:
+    """Run every script of ``scripts`` (name -> source) in one child; return name -> result.
+
+    The parent's ``XLA_FLAGS`` are dropped so the child's own device count applies. A result is
+    the script's last ``RESULT`` JSON object, or ``{"error": traceback}`` if it raised or printed
+    none; each object must report ``"devices"``, which :func:`check` compares with ``devices``.
     """
     env = dict(os.environ)
     env.pop("XLA_FLAGS", None)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    out = json.loads(line[len("RESULT"):])
+    proc = subprocess.run([sys.executable, "-c", _RUNNER % devices], input=json.dumps(scripts),
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    out, name = {}, None
+    for ln in proc.stdout.splitlines():
+        if ln.startswith("SCRIPT"):
+            name = ln[len("SCRIPT"):]
+            out[name] = {"error": "no RESULT line"}
+        elif ln.startswith("RESULT") and name is not None:
+            out[name] = json.loads(ln[len("RESULT"):])
+        elif ln.startswith("ERROR") and name is not None:
+            out[name] = {"error": json.loads(ln[len("ERROR"):])}
+    for n in scripts:
+        out.setdefault(n, {"error": f"child exited with {proc.returncode}: {proc.stderr[-4000:]}"})
+    return out
+
+
+def check(out: dict, devices: int = 4) -> dict:
+    """Assert that a script's result is not an error and saw ``devices`` devices; return it."""
+    assert "error" not in out, out["error"]
     assert out["devices"] == devices
     return out
+
+
+def run_child(script: str, devices: int = 4, timeout: float = 600) -> dict:
+    """Run one ``script`` alone in a child and return its checked ``RESULT`` object."""
+    return check(run_children({"script": script}, devices, timeout)["script"], devices)

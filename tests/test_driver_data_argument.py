@@ -27,7 +27,7 @@ from dpmcmc.samplers import ALGORITHMS, Kernel, run_chains
 from dpmcmc.samplers import _driver
 from dpmcmc.secure import secure_key
 
-from host_devices import run_child
+from host_devices import check
 
 # n > 2 * 4096, so the full-data samplers use blocks of 4096 rows on the CPU (3 blocks, padded).
 N = 9001
@@ -162,7 +162,8 @@ def test_run_chains_kernel_and_data_arguments(banana):
     assert isinstance(closure, Kernel)
 
 
-_CHILD = textwrap.dedent(r"""
+# Run by the session's shared 4-device child (conftest.host_device_results).
+HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import json, os, re
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -209,11 +210,11 @@ _CHILD = textwrap.dedent(r"""
 """)
 
 
-def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter():
+def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter(host_device_results):
     """4 forced host devices: each device's program takes its 4 of the 16 blocks as a parameter
     sharded over the mesh; no constant holds the blocks (the closure path held all 16 on every
     device); a chunked run compiles its chunk program once."""
-    out = run_child(_CHILD)
+    out = check(host_device_results[__name__])
 
     def size(dims):
         return int(np.prod([int(d) for d in dims.split(",") if d], dtype=np.int64))

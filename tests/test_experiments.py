@@ -16,7 +16,7 @@ from dpmcmc.diagnostics import mmd_test
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def quick_runs(tmp_path_factory):
     """All five quick experiments, run once in-process (the same cell runner Snakemake calls)."""
     out = {}
@@ -85,10 +85,12 @@ def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_ru
     assert (valid < legacy).all()  # the valid pair allows fewer iterations than the papers' pair
 
 
-def test_inprocess_rerun_skips_finished_cells(tmp_path):
-    first = E.reproduce("accounting", quick=True, out=tmp_path, engine="inprocess")
+def test_inprocess_rerun_skips_finished_cells(quick_runs):
+    # The fixture's first run of the cheapest experiment ran every cell; a second run into the
+    # same folder finds them all finished (reusing it saves a third in-process accounting run).
+    d, first = quick_runs["accounting"]
     assert sorted(first["cells_run"]) == sorted(E.cell_ids("accounting", True))
-    again = E.reproduce("accounting", quick=True, out=tmp_path, engine="inprocess")
+    again = E.reproduce("accounting", quick=True, out=d, engine="inprocess")
     assert again["cells_run"] == []
 
 

@@ -16,9 +16,10 @@ import dpmcmc
 from dpmcmc.models import preset
 from dpmcmc.samplers._sharding import check_mesh, data_mesh, shard_data
 
-from host_devices import run_child
+from host_devices import check
 
-_CHILD = textwrap.dedent(r"""
+# Run by the session's shared 4-device child (conftest.host_device_results).
+HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import json, os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -67,8 +68,8 @@ _CHILD = textwrap.dedent(r"""
 """)
 
 
-def test_sharded_equals_unsharded_on_four_host_devices():
-    out = run_child(_CHILD)
+def test_sharded_equals_unsharded_on_four_host_devices(host_device_results):
+    out = check(host_device_results[__name__])
     # 10011 rows in blocks of 512 = 20 blocks (the last one padded), 5 per device.
     assert out["shard_shapes"] == [[5, 2, 512]]
     for name, err in out["rel_err"].items():

@@ -14,9 +14,10 @@ import pytest
 from dpmcmc.models import preset
 from dpmcmc.samplers._sharding import SUBSAMPLED, check_mesh, data_mesh, shard_rows
 
-from host_devices import run_child
+from host_devices import check
 
-_CHILD = textwrap.dedent(r"""
+# Run by the session's shared 4-device child (conftest.host_device_results).
+HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import json, os, re, time
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -106,9 +107,8 @@ _CHILD = textwrap.dedent(r"""
 
 
 @pytest.fixture(scope="module")
-def child():
-    out = run_child(_CHILD)
-    return out
+def child(host_device_results):
+    return check(host_device_results[__name__])
 
 
 def test_gather_is_bit_exact_on_four_host_devices(child):

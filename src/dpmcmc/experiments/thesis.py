@@ -71,7 +71,8 @@ def config(quick: bool) -> dict:
     }
     cfg["models"]["thesis-circle"]["start"] = {"kind": "normal", "mean": [0.0, 1.0], "variance": 1.0}
     if quick:
-        # Smoke version: two models (the circle with DP-HMC only), n = 2000, one ε, 2 chains,
+        # Smoke version: two models (the circle with DP-HMC only, the banana without DP-penalty
+        # and DP-HMC), n = 2000, one ε, 2 chains,
         # at most 40 iterations; batch sizes cut to fit n.
         keep = {"thesis-tempered-banana-2d", "thesis-circle"}
         cfg["models"] = {k: v for k, v in cfg["models"].items() if k in keep}
@@ -82,6 +83,11 @@ def config(quick: bool) -> dict:
                     a["params"] = dict(a["params"], batch_size=200)
         circle = cfg["models"]["thesis-circle"]["algorithms"]
         cfg["models"]["thesis-circle"]["algorithms"] = {"dp-hmc": circle["dp-hmc"]}
+        # DP-penalty and DP-HMC on the banana are left to the circle (DP-HMC) and to the
+        # dphmc-paper quick run (both): each cell costs a few CPU-s, mostly compilation.
+        banana = cfg["models"]["thesis-tempered-banana-2d"]["algorithms"]
+        for alg in ("dp-penalty", "dp-hmc"):
+            del banana[alg]
         cfg.update(epsilons=[4.0], chains=2, max_iterations=40, reference_draws=300, mmd_points=300)
     return cfg
 
