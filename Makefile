@@ -10,7 +10,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,oracles]'
+	$(BIN)/python -m pip install --quiet -e '.[test,oracles,experiments]'
 	touch $(STAMP)
 
 install: $(STAMP)

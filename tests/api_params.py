@@ -68,3 +68,23 @@ def budget_kwargs(name: str) -> dict:
 
 def takes_batch_size(name: str) -> bool:
     return "batch_size" in valid_params(name)
+
+
+class NoiseDrawn(AssertionError):
+    """Raised by :func:`forbid_noise`'s stand-ins: the sampler ran before the input was rejected."""
+
+
+def forbid_noise(monkeypatch) -> None:
+    """Replace the driver and the noise functions by stand-ins that raise :class:`NoiseDrawn`.
+
+    Input errors must come before any run or noise draw; a test that expects one uses this so
+    that a late error shows up as NoiseDrawn instead of passing.
+    """
+    from dpmcmc.samplers import _driver, _mechanisms
+
+    def fail(*args, **kwargs):
+        raise NoiseDrawn("the sampler ran (noise could be drawn) before the input was rejected")
+
+    monkeypatch.setattr(_driver, "run_chains", fail)
+    monkeypatch.setattr(_mechanisms, "noise_normal", fail)
+    monkeypatch.setattr(_mechanisms, "gaussian_mechanism", fail)

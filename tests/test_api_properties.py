@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, _driver, _mechanisms
+from dpmcmc.samplers import ALGORITHMS
 
-from api_params import N, budget_kwargs, gaussian_data, gaussian_model, takes_batch_size, valid_params
+from api_params import NoiseDrawn, forbid_noise, N, budget_kwargs, gaussian_data, gaussian_model, takes_batch_size, valid_params
 
 ALL = sorted(ALGORITHMS)
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
@@ -31,18 +31,9 @@ MODEL = gaussian_model()
 DATA = gaussian_data()
 
 
-class NoiseDrawn(AssertionError):
-    pass
-
-
 @pytest.fixture(autouse=True)
 def no_noise(monkeypatch):
-    def fail(*args, **kwargs):
-        raise NoiseDrawn("the sampler ran (noise could be drawn) before the input was rejected")
-
-    monkeypatch.setattr(_driver, "run_chains", fail)
-    monkeypatch.setattr(_mechanisms, "noise_normal", fail)
-    monkeypatch.setattr(_mechanisms, "gaussian_mechanism", fail)
+    forbid_noise(monkeypatch)
 
 
 def rejects(name: str, exc_types=(ValueError, TypeError), **kwargs):

@@ -17,9 +17,9 @@ import dpmcmc
 from dpmcmc import models
 from dpmcmc.models import check_model
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, _driver, _mechanisms
+from dpmcmc.samplers import ALGORITHMS
 
-from api_params import N, budget_kwargs, gaussian_data, valid_params
+from api_params import NoiseDrawn, forbid_noise, N, budget_kwargs, gaussian_data, valid_params
 
 ALL = sorted(ALGORITHMS)
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
@@ -35,18 +35,9 @@ def prior(th):
     return -0.5 * jnp.sum(th ** 2) / 100.0
 
 
-class NoiseDrawn(AssertionError):
-    pass
-
-
 @pytest.fixture
 def no_noise(monkeypatch):
-    def fail(*args, **kwargs):
-        raise NoiseDrawn("the sampler ran (noise could be drawn) before the input was rejected")
-
-    monkeypatch.setattr(_driver, "run_chains", fail)
-    monkeypatch.setattr(_mechanisms, "noise_normal", fail)
-    monkeypatch.setattr(_mechanisms, "gaussian_mechanism", fail)
+    forbid_noise(monkeypatch)
 
 
 def sample(model, data, algorithm, **kwargs):
