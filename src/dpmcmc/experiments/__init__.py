@@ -33,7 +33,6 @@ import importlib
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time

@@ -59,7 +59,6 @@ released statistic is that reduced value: noise is drawn by the caller
 """
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any, Callable, Optional
 
