@@ -101,7 +101,6 @@ def run_cell(cfg: dict, cell: dict) -> dict:
 
 
 def figures(df, cfg: dict, extras: dict, save) -> None:
-
     banana = [m for m in cfg["models"] if "banana" in m and "narrow" not in m]
     hard = [m for m in cfg["models"] if m in ("thesis-gauss-30d", "thesis-narrow-banana", "thesis-correlated-gauss")]
     if banana:
