@@ -280,3 +280,18 @@ def test_default_configuration(algorithm):
     assert 0.3 * res.epsilon_claimed <= res.epsilon_lower <= res.epsilon_claimed
     bad = audit(algorithm, key=jax.random.key(304), _miscalibration={"sensitivity_factor": 0.5})
     assert bad.flagged
+
+
+def test_audit_runs_on_threefry_even_with_the_default_rbg_key():
+    """The default 128-bit key is "rbg", whose bit generator XLA runs one vmapped run at a time
+    on CPU (the default audit took minutes); the audit folds it into a threefry key, keeping a
+    threefry key as given and making different wide keys give different audit keys."""
+    from dpmcmc._keys import os_entropy_key
+    from dpmcmc.audit import _core
+
+    threefry = jax.random.key(3)
+    assert _core._threefry(threefry) is threefry
+    a, b = os_entropy_key(), os_entropy_key()
+    fa, fb = _core._threefry(a), _core._threefry(b)
+    assert jax.random.key_impl(fa) == jax.random.key_impl(threefry)
+    assert not np.array_equal(jax.random.key_data(fa), jax.random.key_data(fb))
