@@ -181,16 +181,25 @@ def _missing(series) -> np.ndarray:
     return np.asarray(series.isna(), dtype=bool)
 
 
-def _numeric_column(df, col: str, spec: _Numeric) -> np.ndarray:
-    import pandas as pd
+def _imputed(df, col: str, spec, what: str, declaration: str):
+    """Column ``col`` with missing values replaced by the declared public imputation ``what``.
 
+    Missing values without a declared imputation are an input error naming the column.
+    """
     s = df[col]
     miss = _missing(s)
     if miss.any():
         if spec.impute is None:
             raise ValueError(f"column {col!r} has missing values; declare a public imputation "
-                             f"value ({{\"{col}\": {{\"bounds\": [lo, hi], \"impute\": v}}}})")
+                             f"{what} ({{\"{col}\": {{{declaration}, \"impute\": ...}}}})")
         s = s.where(~miss, spec.impute)
+    return s
+
+
+def _numeric_column(df, col: str, spec: _Numeric) -> np.ndarray:
+    import pandas as pd
+
+    s = _imputed(df, col, spec, "value", '"bounds": [lo, hi]')
     try:
         v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
     except (TypeError, ValueError):
@@ -203,13 +212,7 @@ def _numeric_column(df, col: str, spec: _Numeric) -> np.ndarray:
 
 def _categorical_column(df, col: str, spec: _Categorical) -> np.ndarray:
     """Level index of each row (0 = reference)."""
-    s = df[col]
-    miss = _missing(s)
-    if miss.any():
-        if spec.impute is None:
-            raise ValueError(f"column {col!r} has missing values; declare a public imputation "
-                             f"category ({{\"{col}\": {{\"categories\": [...], \"impute\": level}}}})")
-        s = s.where(~miss, spec.impute)
+    s = _imputed(df, col, spec, "category", '"categories": [...]')
     values = s.to_numpy(dtype=object)
     idx = np.full(len(values), -1, dtype=np.int64)
     for k, level in enumerate(spec.categories):
