@@ -311,8 +311,11 @@ def sample_command(
     ),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),
     delta: Optional[float] = typer.Option(None, "--delta", help="δ of the guarantee, e.g. 0.1/n."),
-    algorithm: str = typer.Option("dp-hmc", "--algorithm", "-a", help="Sampler (default dp-hmc)."),
-    chains: int = typer.Option(4, "--chains", help="Number of chains (their costs compose)."),
+    algorithm: str = typer.Option(
+        "auto", "--algorithm", "-a",
+        help="auto (default: the noise-aware GLM, docs/tabular.md) or a sampler, e.g. dp-hmc."),
+    chains: int = typer.Option(
+        4, "--chains", help="Number of chains (samplers: their costs compose; auto: free draws)."),
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible run (default: OS entropy). A published seed voids the guarantee."
     ),

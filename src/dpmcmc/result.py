@@ -44,6 +44,11 @@ _COVERED = (
 )
 
 
+#: Algorithms whose draws are independent post-processing draws from a posterior built on a
+#: fixed set of releases: their PrivacyReport's ``iterations`` counts release rounds.
+POST_PROCESSING_DRAWS = frozenset({"noise-aware-glm"})
+
+
 def import_arviz():
     """Import ArviZ without its refactor announcement, which says nothing about our use."""
     with warnings.catch_warnings():
@@ -511,7 +516,10 @@ def load(path: str | os.PathLike) -> Result:
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultFileError(f"{path!r} has a missing or corrupted attribute "
                               f"({type(exc).__name__}: {exc})") from None
-    if privacy is not None and (privacy.chains != theta.shape[0] or privacy.iterations != theta.shape[1]):
+    # For the algorithms whose draws are post-processing of a fixed set of releases (any number
+    # of them, free), the report counts release rounds, not draws.
+    if (privacy is not None and privacy.algorithm not in POST_PROCESSING_DRAWS
+            and (privacy.chains != theta.shape[0] or privacy.iterations != theta.shape[1])):
         raise ResultFileError(
             f"{path!r}: the privacy report covers {privacy.chains} chain(s) of {privacy.iterations} "
             f"iterations but the file holds {theta.shape[0]} of {theta.shape[1]}"

@@ -428,6 +428,58 @@ def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, 
     ALGORITHMS[algorithm].prepare({k: v for k, v in params.items() if k not in _RUN_KEYS}, model, n)
 
 
+NOISE_AWARE = "noise-aware-glm"
+_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "progress")
+
+
+def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, chains, key,
+                 noise_sd_scaled: float, prior_sd: float, params: dict):
+    """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
+    from .accounting._checks import check_int, check_positive, check_probability
+    from .accounting.gaussian import gaussian_epsilon, gaussian_mu
+    from .accounting.report import PrivacyReport
+    from ._keys import resolve_key
+    from .result import Result
+    from .samplers import noise_aware_glm as nag
+
+    # Every check before the first data value is read (_values below).
+    if epsilon is None:
+        raise ValueError(f"epsilon: algorithm {NOISE_AWARE!r} spends a budget; give epsilon > 0")
+    if delta is None:
+        raise ValueError(f"delta: algorithm {NOISE_AWARE!r} needs delta in (0, 1)")
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_probability("delta", delta)
+    chains = check_int("chains", chains, minimum=1)
+    unknown = sorted(set(params) - set(_NAG_KEYS))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a parameter of algorithm {NOISE_AWARE!r} (it takes "
+                         f"{', '.join(k for k in _NAG_KEYS if k != 'progress')})")
+    params.pop("progress", None)
+    draws = check_int("draws", params.pop("draws", 1000), minimum=1)
+    rp = nag.release_plan(model, n, d, gaussian_mu(epsilon, delta), noise_sd=noise_sd_scaled,
+                          **params)
+    key = resolve_key(key)
+    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                 target_mid=plan.target_mid, target_half=plan.target_half)
+    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
+    total_mu = float(sum(rp.grad_mu) + sum(rp.hess_mu))
+    report = PrivacyReport(
+        epsilon=gaussian_epsilon(total_mu, delta), delta=delta, relation="substitute",
+        accountant="pld", algorithm=NOISE_AWARE, iterations=rp.steps, chains=1, n=n,
+        mechanisms=rp.mechanisms(),
+        params={"family": model, "steps": rp.steps, "grad_bound": rp.grad_bound,
+                "hess_bound": rp.hess_bound, "prior_sd": prior_sd},
+        details={"total_mu": total_mu,
+                 "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
+                          "(post-processing of the releases; they cost no privacy)"})
+    beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
+    return Result(samples=beta, privacy=report, diagnostics=None, algorithm=NOISE_AWARE,
+                  params={"steps": rp.steps, "grad_sigma": list(rp.grad_sigma),
+                          "hess_sigma": list(rp.hess_sigma), "draws": draws,
+                          "prior_sd": prior_sd},
+                  model_name=f"glm-{model}", param_names=des.names)
+
+
 def glm(
     table: Any,
     model: str = "logistic",
@@ -437,7 +489,7 @@ def glm(
     bounds: Mapping[str, Any],
     epsilon: Optional[float] = None,
     delta: Optional[float] = None,
-    algorithm: str = "dp-hmc",
+    algorithm: str = "auto",
     chains: int = 4,
     key: Any = None,
     noise_sd: Optional[float] = None,
@@ -464,8 +516,11 @@ def glm(
         ``{"categories": [...]}`` per categorical one, optional ``"impute"``.
     epsilon, delta : float
         Budget of the whole run (all chains); see :func:`dpmcmc.sample`.
-    algorithm : str, default "dp-hmc"
-        Any of ``dpmcmc.samplers.ALGORITHMS``; the non-private "hmc"/"rwmh" for checks only.
+    algorithm : str, default "auto"
+        ``"auto"`` (= ``"noise-aware-glm"``): the noise-aware posterior from privately released
+        Newton statistics (:mod:`dpmcmc.samplers.noise_aware_glm`; docs/tabular.md says why it
+        is the default). Or any of ``dpmcmc.samplers.ALGORITHMS``; the non-private
+        "hmc"/"rwmh" for checks only.
     chains : int, default 4
     key : JAX key or int, optional
         Default: fresh OS entropy. A published key voids the guarantee (see ``dpmcmc.sample``).
@@ -479,7 +534,9 @@ def glm(
         Linear model with dp-hmc: the radius R of the parameter ball on which the default clips
         are exact (:func:`default_clips`).
     **sampler_params
-        Passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
+        ``"noise-aware-glm"``: ``draws`` (per chain, default 1000), ``steps``, ``final_share``,
+        ``hessian_share`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
+        passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
         ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
         ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01; for hmc ``step_size`` 0.01.
 
@@ -512,6 +569,9 @@ def glm(
     noise_sd_scaled = 0.5
     if model == "linear":
         noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
+    if algorithm in ("auto", NOISE_AWARE):
+        return _noise_aware(df, plan, model, n, d + 1, epsilon, delta, chains, key,
+                            noise_sd_scaled, float(prior_sd), dict(sampler_params))
     m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     if algorithm == "dp-hmc":
