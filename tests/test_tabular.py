@@ -89,7 +89,7 @@ def test_design_clips_covariates_keeps_every_row_and_scales_by_declared_bounds()
 def test_private_run_uses_every_row_despite_out_of_range_covariates():
     df = _table(30)
     df.loc[:4, "income"] = 1e6
-    res = dpmcmc.glm(df, "logistic", target="default", bounds=BOUNDS, delta=1e-3, iterations=2,
+    res = dpmcmc.glm(df, "logistic", target="default", bounds=BOUNDS, delta=1e-3, iterations=2, algorithm="dp-hmc",
                      chains=1, key=jax.random.key(0), progress=False, leapfrog_steps=2)
     assert res.privacy.n == 30
     assert res.param_names == NAMES
@@ -247,7 +247,8 @@ def test_cli_sample_round_trip(files, name):
     out = files / f"{name}.nc"
     args = ["sample", str(files / name), "--model", "logistic", "--target", "default",
             "--features", "income,age,student", "--bounds", str(files / "b.json"),
-            "--delta", "1e-3", "--iterations", "3", "--leapfrog-steps", "2", "--chains", "2",
+            "--delta", "1e-3", "--algorithm", "dp-hmc", "--iterations", "3", "--leapfrog-steps", "2",
+            "--chains", "2",
             "--seed", "5", "--out", str(out)]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -272,7 +273,8 @@ def test_cli_sample_error_names_the_column(files):
     df.to_csv(files / "bad.csv", index=False)
     r = CliRunner().invoke(app, ["sample", str(files / "bad.csv"), "--model", "logistic",
                                  "--target", "default", "--bounds", str(files / "b.json"),
-                                 "--delta", "1e-3", "--iterations", "2", "--out", str(files / "x.nc")])
+                                 "--delta", "1e-3", "--algorithm", "dp-hmc", "--iterations", "2",
+                                 "--out", str(files / "x.nc")])
     assert r.exit_code == 2
     assert "column 'income' has missing values" in r.output
     assert not (files / "x.nc").exists()
@@ -290,7 +292,7 @@ def test_cli_sample_on_islr_default(tmp_path):
     r = CliRunner().invoke(app, ["sample", str(tmp_path / "default.csv"), "--model", "logistic",
                                  "--target", "default", "--bounds", str(tmp_path / "b.json"),
                                  "--epsilon", "2", "--delta", "1e-5", "--chains", "2",
-                                 "--tau-l", "0.5", "--tau-g", "3", "--leapfrog-steps", "5",
+                                 "--algorithm", "dp-hmc", "--tau-l", "0.5", "--tau-g", "3", "--leapfrog-steps", "5",
                                  "--step-size", "0.02", "--prior-sd", "5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = dpmcmc.load(out)
@@ -299,3 +301,17 @@ def test_cli_sample_on_islr_default(tmp_path):
     # The balance effect is strongly positive (non-private MLE 0.0057 per dollar).
     draws = res.samples[:, res.num_draws // 2:, 2]
     assert draws.mean() > 0
+
+
+def test_cli_sample_default_is_the_noise_aware_glm(files):
+    """No tuning flag: ``--algorithm auto`` picks the noise-aware GLM, prints its report."""
+    out = files / "auto.nc"
+    r = CliRunner().invoke(app, ["sample", str(files / "t.csv"), "--model", "logistic",
+                                 "--target", "default", "--bounds", str(files / "b.json"),
+                                 "--epsilon", "4", "--delta", "1e-6", "--seed", "3",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "noise-aware-glm" in r.output and "gradient sum" in r.output
+    res = dpmcmc.load(out)
+    assert res.algorithm == "noise-aware-glm" and res.privacy.epsilon <= 4.0
+    assert res.samples.shape == (4, 1000, 4)
