@@ -231,3 +231,12 @@ def test_audit_transcript_privacy_loss(noise_scale, calibrated):
         assert p > 1e-3
     else:
         assert p < 1e-3
+
+
+@pytest.mark.parametrize("kw", [{"final_share": 1.0}, {"final_share": 0.0}, {"hessian_share": 1.0},
+                                {"hessian_share": True}, {"steps": 2, "family": "linear"}])
+def test_release_plan_refuses_degenerate_splits(kw):
+    kw = dict(kw)
+    family = kw.pop("family", "logistic")
+    with pytest.raises(ValueError, match=next(iter(kw)) if "steps" not in kw else "steps"):
+        nag.release_plan(family, 100, 3, 1.0, **kw)

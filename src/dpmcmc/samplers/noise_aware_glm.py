@@ -194,8 +194,8 @@ def release_plan(family: str, n: int, d: int, mu_total: float, *, steps: Optiona
         Budget in μ units (``dpmcmc.accounting.gaussian.gaussian_mu(ε, δ)``).
     steps : int, optional
         Newton rounds; default 8 for logistic, 1 for linear (exact).
-    final_share : float in (0, 1]
-        Share of ``mu_total`` for the last round (all of it when ``steps == 1``).
+    final_share : float in (0, 1)
+        Share of ``mu_total`` for the last round (ignored when ``steps == 1``: it gets all).
     hessian_share : float in (0, 1)
         Share of each round's μ for its Hessian release.
     noise_sd : float
@@ -209,8 +209,9 @@ def release_plan(family: str, n: int, d: int, mu_total: float, *, steps: Optiona
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if family == "linear" and steps != 1:
         raise ValueError("steps: the linear family is exact in one round (steps=1)")
-    for name, v, lo_open in (("final_share", final_share, True), ("hessian_share", hessian_share, True)):
-        if not (isinstance(v, (int, float)) and 0.0 < v < 1.0 or (name == "final_share" and v == 1.0)):
+    for name, v in (("final_share", final_share), ("hessian_share", hessian_share)):
+        # Open interval: a share of 1 would leave the other releases with noise of infinite sd.
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 1.0:
             raise ValueError(f"{name} must lie in (0, 1), got {v!r}")
     if not (math.isfinite(mu_total) and mu_total > 0):
         raise ValueError(f"mu_total must be a finite number > 0, got {mu_total!r}")
