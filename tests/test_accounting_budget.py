@@ -19,6 +19,7 @@ from dpmcmc.accounting import (
     supported_relations,
     zcdp_rho,
 )
+from dpmcmc import accounting
 from dpmcmc.accounting import budget as _budget
 
 N = 100_000
@@ -141,13 +142,13 @@ def test_supported_relations():
 def test_default_relation_is_more_conservative_than_legacy():
     """The legacy pair understates delta, so it allows more iterations (or a smaller epsilon);
     minibatch-penalty with tau is the same release as dp-sgld with noise multiplier 2 sqrt(tau)."""
-    k = {rel: max_iterations("minibatch-penalty", 1.0, 1e-5, 10_000, relation=rel, tau=4.0, batch_size=100)
+    k = {rel: max_iterations("minibatch-penalty", 1.0, 1e-5, 10_000, chains=1, relation=rel, tau=4.0, batch_size=100)
          for rel in RELATIONS}
     assert k["substitute"] < k["substitute-legacy"]
     for rel in RELATIONS:
-        assert k[rel] == max_iterations("dp-sgld", 1.0, 1e-5, 10_000, relation=rel, noise_multiplier=4.0,
+        assert k[rel] == max_iterations("dp-sgld", 1.0, 1e-5, 10_000, chains=1, relation=rel, noise_multiplier=4.0,
                                         batch_size=100)
-    eps = {rel: spent("dp-sgld", 500, 1e-5, 10_000, relation=rel, **_SGD).epsilon for rel in RELATIONS}
+    eps = {rel: spent("dp-sgld", 500, 1e-5, 10_000, chains=1, relation=rel, **_SGD).epsilon for rel in RELATIONS}
     assert eps["substitute"] > eps["substitute-legacy"]
 
 
@@ -159,7 +160,7 @@ def test_pld_guesses_bracket_the_answer(relation):
     params = {"noise_multiplier": 7.905694150420947, "batch_size": 1000}
     acc = _budget._Accounting(releases("dp-sgld", 100_000, **params), "pld", relation)
     lower, upper = acc.guesses(2.0, 1e-6, 1)
-    k = max_iterations("dp-sgld", 2.0, 1e-6, 100_000, relation=relation, **params)
+    k = max_iterations("dp-sgld", 2.0, 1e-6, 100_000, chains=1, relation=relation, **params)
     assert lower <= k
     # The CLT point is that of one order's pair; "substitute" now composes the symmetrised pair
     # (issue 11), whose answer is ~17 % lower at this point (the search only starts there).
@@ -172,7 +173,7 @@ def test_zcdp_closed_forms():
     # k = floor(rho / (rho_l + (L+1) rho_g)); chains share the budget.
     for eps in (1.0, 4.0, 10.0):
         rho = zcdp_rho(eps, 1e-6)
-        assert max_iterations("dp-penalty", eps, 1e-6, N, accountant="zcdp", tau=0.1) == math.floor(
+        assert max_iterations("dp-penalty", eps, 1e-6, N, chains=1, accountant="zcdp", tau=0.1) == math.floor(
             2 * 0.1**2 * N * rho
         )
         per_iter = 1 / (2 * 0.1**2 * N) + 26 / (2 * 0.55**2 * N)
@@ -182,7 +183,7 @@ def test_zcdp_closed_forms():
 
 
 def test_chains_compose():
-    total = max_iterations("dp-hmc", 4.0, 1e-6, N, **HMC)
+    total = max_iterations("dp-hmc", 4.0, 1e-6, N, chains=1, **HMC)
     for chains in (2, 3, 4, 7):
         assert max_iterations("dp-hmc", 4.0, 1e-6, N, chains=chains, **HMC) == total // chains
     for acc in ("pld", "rdp", "zcdp"):
@@ -193,7 +194,7 @@ def test_chains_compose():
 
 def test_tight_accountant_allows_most():
     for eps in (1.0, 4.0, 10.0):
-        k = {acc: max_iterations("dp-hmc", eps, 1e-6, N, accountant=acc, **HMC) for acc in ("pld", "rdp", "zcdp")}
+        k = {acc: max_iterations("dp-hmc", eps, 1e-6, N, chains=1, accountant=acc, **HMC) for acc in ("pld", "rdp", "zcdp")}
         assert k["pld"] > k["zcdp"] >= k["rdp"] - 1
         assert k["pld"] > k["rdp"]
 
@@ -201,24 +202,24 @@ def test_tight_accountant_allows_most():
 @settings(max_examples=25)
 @given(st.floats(min_value=0.5, max_value=20.0), st.floats(min_value=1.01, max_value=3.0))
 def test_max_iterations_monotone_in_epsilon(eps, factor):
-    a = max_iterations("dp-penalty", eps, 1e-6, N, tau=0.1)
-    b = max_iterations("dp-penalty", eps * factor, 1e-6, N, tau=0.1)
+    a = max_iterations("dp-penalty", eps, 1e-6, N, chains=1, tau=0.1)
+    b = max_iterations("dp-penalty", eps * factor, 1e-6, N, chains=1, tau=0.1)
     assert b >= a
 
 
 @settings(max_examples=25)
 @given(st.integers(min_value=1, max_value=5000), st.sampled_from(["pld", "rdp", "zcdp"]))
 def test_spent_monotone_in_iterations(k, acc):
-    a = spent("dp-hmc", k, 1e-6, N, accountant=acc, **HMC).epsilon
-    b = spent("dp-hmc", k + 1, 1e-6, N, accountant=acc, **HMC).epsilon
+    a = spent("dp-hmc", k, 1e-6, N, chains=1, accountant=acc, **HMC).epsilon
+    b = spent("dp-hmc", k + 1, 1e-6, N, chains=1, accountant=acc, **HMC).epsilon
     assert b > a
 
 
 def test_budget_too_small():
     with pytest.raises(ValueError, match="budget too small for one iteration.*epsilon=0.001.*delta=1e-06"):
-        max_iterations("dp-penalty", 0.001, 1e-6, 100, tau=0.1)
+        max_iterations("dp-penalty", 0.001, 1e-6, 100, chains=1, tau=0.1)
     with pytest.raises(ValueError, match="budget too small for one iteration"):
-        max_iterations("dp-barker", 0.01, 1e-6, N, accountant="rdp", batch_size=1000)
+        max_iterations("dp-barker", 0.01, 1e-6, N, chains=1, accountant="rdp", batch_size=1000)
 
 
 @pytest.mark.parametrize(
@@ -239,7 +240,7 @@ def test_budget_too_small():
         (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=N + 1), ValueError, "batch_size"),
         (dict(algorithm="dp-sgld", noise_multiplier=0.0, batch_size=10), ValueError, "noise_multiplier"),
         (dict(algorithm="dp-sgld", noise_multiplier=1.0, batch_size=10, accountant="zcdp"), ValueError, "accountant"),
-        (dict(algorithm="dp-barker", batch_size=1000), ValueError, "accountant"),  # only rdp
+        (dict(algorithm="dp-barker", batch_size=1000, accountant="pld"), ValueError, "accountant"),  # only rdp
         (dict(algorithm="dp-barker", batch_size=10, accountant="rdp"), ValueError, "batch_size"),
         (dict(algorithm="dp-barker", batch_size=100, n0=-1.0, accountant="rdp"), ValueError, "n0"),
         (dict(algorithm="minibatch-penalty", tau=1.0), TypeError, "batch_size"),
@@ -298,17 +299,17 @@ def test_report_contents_and_round_trip():
 
 
 def test_legacy_report_says_it_may_understate_delta():
-    rep = spent("dp-sgld", 200, 1e-5, 10_000, relation="substitute-legacy", **_SGD)
+    rep = spent("dp-sgld", 200, 1e-5, 10_000, chains=1, relation="substitute-legacy", **_SGD)
     assert rep.relation == "substitute-legacy"
     assert PrivacyReport.from_json(rep.to_json()) == rep
     text = str(rep)
     assert "substitute-legacy" in text and "NOT a dominating pair" in text and "understate δ" in text
-    default = spent("dp-sgld", 200, 1e-5, 10_000, **_SGD)
+    default = spent("dp-sgld", 200, 1e-5, 10_000, chains=1, **_SGD)
     assert default.relation == "substitute" and "understate" not in str(default)
 
 
 def test_report_rdp_details_and_errors():
-    rep = spent("dp-barker", 3000, 1e-6, N, accountant="rdp", batch_size=1000)
+    rep = spent("dp-barker", 3000, 1e-6, N, chains=1, accountant="rdp", batch_size=1000)
     assert rep.details["rdp_order"] == 8
     assert PrivacyReport.from_json(rep.to_json(indent=2)) == rep
     bad = rep.to_dict()
@@ -357,9 +358,9 @@ def test_extreme_noise_scale_is_rejected_by_name(exponent, case, which):
         params[name] = 1e305  # mu = 1/(2 tau) falls below the range only for huge tau
     with pytest.raises(ValueError, match=name):
         if which == "max_iterations":
-            max_iterations(algorithm, 1.0, 1e-5, 1000, **params)
+            max_iterations(algorithm, 1.0, 1e-5, 1000, chains=1, **params)
         else:
-            spent(algorithm, 10, 1e-5, 1000, **params)
+            spent(algorithm, 10, 1e-5, 1000, chains=1, **params)
 
 
 @settings(max_examples=10, deadline=2000)
@@ -368,9 +369,9 @@ def test_tiny_sampling_ratio_is_refused_by_pld_naming_batch_size(n, algorithm):
     """n = 1e12 with batch_size 1 used to fail inside the FFT ("Target length must be positive")
     or brentq: below PLD_MIN_Q the PLD accountant refuses, naming batch_size/n."""
     with pytest.raises(ValueError, match="batch_size/n"):
-        max_iterations(algorithm, 1.0, 1e-5, n, noise_multiplier=1.0, batch_size=1)
+        max_iterations(algorithm, 1.0, 1e-5, n, chains=1, noise_multiplier=1.0, batch_size=1)
     with pytest.raises(ValueError, match="batch_size/n"):
-        spent(algorithm, 10, 1e-5, n, noise_multiplier=1.0, batch_size=1)
+        spent(algorithm, 10, 1e-5, n, chains=1, noise_multiplier=1.0, batch_size=1)
 
 
 @settings(max_examples=10, deadline=2000)
@@ -382,9 +383,9 @@ def test_barker_n0_above_n_is_rejected_like_sample(n, extra):
     n0 = n * (1 + extra)
     msg = f"n0 must satisfy 0 < n0 <= n = {n}"
     with pytest.raises(ValueError, match=msg):
-        max_iterations("dp-barker", 1.0, 1e-5, n, accountant="rdp", batch_size=11, n0=n0)
+        max_iterations("dp-barker", 1.0, 1e-5, n, chains=1, accountant="rdp", batch_size=11, n0=n0)
     with pytest.raises(ValueError, match=msg):
-        spent("dp-barker", 10, 1e-5, n, accountant="rdp", batch_size=11, n0=n0)
+        spent("dp-barker", 10, 1e-5, n, chains=1, accountant="rdp", batch_size=11, n0=n0)
     with pytest.raises(ValueError, match=msg):
         check_n0(n0, n)
     assert check_n0(n, n) == n
@@ -396,4 +397,30 @@ def test_unaffordable_epsilon_error_names_epsilon():
     for algorithm, params in [("dp-penalty", dict(tau=1.0)),
                               ("dp-sgld", dict(noise_multiplier=1.0, batch_size=10))]:
         with pytest.raises(ValueError, match="budget too small for one iteration: epsilon=1e-09"):
-            max_iterations(algorithm, 1e-9, 1e-5, 1000, **params)
+            max_iterations(algorithm, 1e-9, 1e-5, 1000, chains=1, **params)
+
+
+@pytest.mark.parametrize("algorithm, params", [
+    ("dp-penalty", dict(tau=0.1)),
+    ("dp-hmc", dict(tau_l=0.1, tau_g=0.5, leapfrog_steps=3)),
+    ("minibatch-penalty", dict(tau=4.0, batch_size=1000)),
+    ("dp-barker", dict(batch_size=1000)),
+    ("dp-sgld", dict(noise_multiplier=1.5, batch_size=1000)),
+    ("dp-sgnht", dict(noise_multiplier=1.5, batch_size=1000)),
+])
+def test_defaults_are_sample_s_defaults(algorithm, params):
+    # issue 12 §4: accountant=None is the tightest valid accountant and chains defaults to 4,
+    # in max_iterations and spent as in dpmcmc.sample (which uses supported_accountants()[0]).
+    import inspect
+
+    import dpmcmc
+
+    assert inspect.signature(dpmcmc.sample).parameters["chains"].default == 4
+    for fn in (max_iterations, spent):
+        assert inspect.signature(fn).parameters["chains"].default == 4
+    tightest = accounting.supported_accountants(algorithm)[0]
+    k = max_iterations(algorithm, 2.0, 1e-6, N, **params)
+    assert k == max_iterations(algorithm, 2.0, 1e-6, N, chains=4, accountant=tightest, **params)
+    report = spent(algorithm, k, 1e-6, N, **params)
+    assert report.accountant == tightest and report.chains == 4
+    assert report.epsilon <= 2.0 < spent(algorithm, k + 1, 1e-6, N, **params).epsilon

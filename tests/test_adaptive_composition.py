@@ -135,7 +135,7 @@ def test_dp_sgld_iterations_under_valid_composition():
     """n = 1e4, batch 100, noise multiplier 2, eps = 2, delta = 1e-6: 628 iterations (the old
     per-order maximum allowed 874). delta(628) <= 1e-6 < delta(629), and the old composition
     at 874 is within budget (what the old max_iterations returned), the new one is not."""
-    k = max_iterations("dp-sgld", 2.0, 1e-6, 10_000, **SGLD)
+    k = max_iterations("dp-sgld", 2.0, 1e-6, 10_000, chains=1, **SGLD)
     assert k == 628
     assert subsampled_gaussian_delta(2.0, 0.01, 628, 2.0) <= 1e-6
     assert subsampled_gaussian_delta(2.0, 0.01, 629, 2.0) > 1e-6
@@ -169,7 +169,7 @@ def test_spent_epsilon_survives_order_switching(algorithm, params, accountant):
     Roth & Su 2022, Cor. 3.3), and so do zCDP and RDP; DP Barker's RDP bounds hold for both
     orders, test_barker_direct_rdp_covers_both_orders.)"""
     delta = 1e-3
-    report = spent(algorithm, 200, delta, 10_000, accountant=accountant, **params)
+    report = spent(algorithm, 200, delta, 10_000, chains=1, accountant=accountant, **params)
     (mech,) = report.mechanisms
     attack = attack_delta(mech["sigma"], mech["q"], 200, report.epsilon, h=2e-3,
                           loss_range=(-2, 6), state_range=(-4, 6))

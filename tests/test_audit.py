@@ -183,7 +183,7 @@ def test_calibrated_sampler_passes_and_audit_has_power(calibrated, algorithm):
     res = calibrated[algorithm]
     spec = ALGORITHMS[algorithm]
     # The claim is the sampler's own accountant at the configured noise.
-    direct = accounting.spent(algorithm, res.iterations, DELTA, res.n, **spec.accounting_params(res.params))
+    direct = accounting.spent(algorithm, res.iterations, DELTA, res.n, chains=1, **spec.accounting_params(res.params))
     assert res.epsilon_claimed == pytest.approx(direct.epsilon, rel=1e-12)
     assert res.epsilon_claimed == pytest.approx(EPSILON, rel=1e-6)
     assert res.all_clipped >= 0.999  # the design is worst-case in (almost) every run

@@ -99,11 +99,11 @@ def test_statistic_is_the_exact_log_likelihood_ratio():
 def test_claim_is_the_default_accountant_and_the_smallest_batch():
     res = audit("dp-barker", EPSILON, DELTA, trials=2000, key=jax.random.key(1))
     assert res.n == res.params["batch_size"] == 104
-    direct = accounting.spent("dp-barker", res.iterations, DELTA, res.n, accountant="rdp-direct",
+    direct = accounting.spent("dp-barker", res.iterations, DELTA, res.n, chains=1, accountant="rdp-direct",
                               batch_size=res.n)
     assert res.epsilon_claimed == pytest.approx(direct.epsilon, rel=1e-12)
     assert res.epsilon_claimed <= EPSILON
-    smaller = accounting.spent("dp-barker", res.iterations, DELTA, res.n - 2,
+    smaller = accounting.spent("dp-barker", res.iterations, DELTA, res.n - 2, chains=1,
                                accountant="rdp-direct", batch_size=res.n - 2)
     assert smaller.epsilon > EPSILON  # the next smaller even batch would claim too much
 

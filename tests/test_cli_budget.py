@@ -52,7 +52,7 @@ def test_budget_compare_table_and_json():
 def test_budget_iterations_reports_spent_epsilon():
     result = runner.invoke(app, ["budget", "-a", "dp-barker", "--iterations", "3000", "--delta", "1e-6",
                                  "--n", "100000", "--batch-size", "1000", "--accountant", "rdp", "--n0", "500",
-                                 "--json"])
+                                 "--chains", "1", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["report"]["epsilon"] == pytest.approx(4.105996228552974, rel=1e-6)  # held value
@@ -60,7 +60,7 @@ def test_budget_iterations_reports_spent_epsilon():
 
 
 SGLD_SPENT = ["budget", "-a", "dp-sgld", "--iterations", "500", "--delta", "1e-5", "--n", "10000",
-              "--noise-multiplier", "1.5", "--batch-size", "100"]
+              "--noise-multiplier", "1.5", "--batch-size", "100", "--chains", "1"]
 SGLD = {"noise_multiplier": 1.5, "batch_size": 100}
 
 
@@ -69,14 +69,14 @@ def test_budget_relation_default_and_legacy():
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)["report"]
     assert report["relation"] == "substitute"
-    assert report["epsilon"] == pytest.approx(accounting.spent("dp-sgld", 500, 1e-5, 10000, **SGLD).epsilon,
+    assert report["epsilon"] == pytest.approx(accounting.spent("dp-sgld", 500, 1e-5, 10000, chains=1, **SGLD).epsilon,
                                               rel=1e-12)
     legacy = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy", "--json"])
     assert legacy.exit_code == 0, legacy.output
     report_legacy = json.loads(legacy.stdout)["report"]
     assert report_legacy["relation"] == "substitute-legacy"
     assert report_legacy["epsilon"] == pytest.approx(
-        accounting.spent("dp-sgld", 500, 1e-5, 10000, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
+        accounting.spent("dp-sgld", 500, 1e-5, 10000, chains=1, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
     assert report_legacy["epsilon"] < report["epsilon"]
     text = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy"])
     assert text.exit_code == 0, text.output
@@ -93,7 +93,7 @@ def test_budget_compare_with_legacy_relation():
     # only the PLD accountant has the legacy pair
     assert out["epsilon"]["rdp"] is None and out["epsilon"]["zcdp"] is None
     assert out["epsilon"]["pld"] == pytest.approx(
-        accounting.spent("dp-sgld", 500, 1e-5, 10000, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
+        accounting.spent("dp-sgld", 500, 1e-5, 10000, chains=1, relation="substitute-legacy", **SGLD).epsilon, rel=1e-12)
     table = runner.invoke(app, SGLD_SPENT + ["--relation", "substitute-legacy", "--compare"])
     assert "not applicable" in table.stdout and "WARNING" in table.stdout
 
@@ -140,5 +140,8 @@ def test_default_accountant_is_the_tightest_that_applies():
     assert out.exit_code == 0, out.output
     obj = json.loads(out.stdout)
     assert obj["report"]["accountant"] == "rdp-direct"
+    # The CLI's defaults (chains, accountant) are the library's: the same call without them agrees.
+    assert obj["report"]["chains"] == 4
     assert obj["iterations_per_chain"] == accounting.max_iterations(
-        "dp-barker", 2.0, 1e-6, 100000, accountant="rdp-direct", batch_size=1000)
+        "dp-barker", 2.0, 1e-6, 100000, batch_size=1000)
+    assert accounting.spent("dp-barker", 10, 1e-6, 100000, batch_size=1000).accountant == "rdp-direct"

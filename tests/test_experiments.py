@@ -74,7 +74,7 @@ def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_ru
     cfg = E.get("accounting").config(True)
     assert len(df) == sum(len(a["accountants"]) for a in cfg["algorithms"].values()) * len(cfg["epsilons"])
     row = df[(df.algorithm == "dp-penalty") & (df.accountant == "pld") & (df.epsilon == 6.0)].iloc[0]
-    assert row.iterations == dpmcmc.accounting.max_iterations("dp-penalty", 6.0, 1e-6, 100000, tau=0.1)
+    assert row.iterations == dpmcmc.accounting.max_iterations("dp-penalty", 6.0, 1e-6, 100000, chains=1, tau=0.1)
     for alg, loose in (("dp-penalty", "zcdp"), ("dp-hmc", "zcdp"), ("minibatch-penalty", "rdp")):
         g = df[df.algorithm == alg]
         tight = g[(g.accountant == "pld") & (g.relation == "substitute")].iterations.values

@@ -196,7 +196,7 @@ def test_registry_accounting_reproduces_held_values(reference_entries):
         tol = e["tolerance"]
         assert abs(eps - e["value"]) <= tol["atol"] + tol["rtol"] * abs(e["value"])
     # The numerical PLD accountant takes the same parameters.
-    eps_pld = accounting.spent("minibatch-penalty", 1000, 1e-6, 10**6, accountant="pld", **kw).epsilon
+    eps_pld = accounting.spent("minibatch-penalty", 1000, 1e-6, 10**6, chains=1, accountant="pld", **kw).epsilon
     assert math.isfinite(eps_pld) and eps_pld > 0
 
 

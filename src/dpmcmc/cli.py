@@ -116,7 +116,7 @@ def budget(
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),
     delta: float = typer.Option(..., "--delta", help="δ of the guarantee, e.g. 0.1/n."),
     n: int = typer.Option(..., "--n", help="Number of records in the data set."),
-    chains: int = typer.Option(1, "--chains", help="Number of chains (their costs compose)."),
+    chains: int = typer.Option(4, "--chains", help="Number of chains (their costs compose); default 4, as dpmcmc sample."),
     accountant: Optional[str] = typer.Option(
         None, "--accountant",
         help="pld, rdp, zcdp or rdp-direct (dp-barker). Default: the tightest that applies "

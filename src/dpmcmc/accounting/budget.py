@@ -354,6 +354,9 @@ def supported_accountants(algorithm: str) -> tuple[str, ...]:
 
 
 def _check_accountant(accountant, algorithm: str) -> str:
+    if accountant is None:
+        # One meaning of "no accountant given" across sample, max_iterations, spent and the CLI.
+        return supported_accountants(algorithm)[0]
     accountant = check_choice("accountant", accountant, ACCOUNTANTS)
     allowed = list(supported_accountants(algorithm))
     if accountant not in allowed:
@@ -567,8 +570,8 @@ def max_iterations(
     epsilon: float,
     delta: float,
     n: int,
-    chains: int = 1,
-    accountant: str = "pld",
+    chains: int = 4,
+    accountant: str | None = None,
     *,
     relation: str = RELATION,
     **params,
@@ -593,10 +596,12 @@ def max_iterations(
         δ in (0, 1).
     n : int
         Number of records.
-    chains : int, optional
-        Number of chains; they compose.
+    chains : int, default 4
+        Number of chains; they compose. The default is ``dpmcmc.sample``'s and ``dpmcmc
+        budget``'s.
     accountant : {"pld", "rdp", "zcdp", "rdp-direct"}, optional
-        ``"pld"`` (default) is tight: the Gaussian-composition bound for full-data samplers,
+        ``None`` (default): the tightest accountant that applies to ``algorithm``, the first of
+        :func:`supported_accountants` — what ``dpmcmc.sample`` uses. ``"pld"`` is tight: the Gaussian-composition bound for full-data samplers,
         the numerical PLD of :mod:`dpmcmc.accounting.pld` for subsampled Gaussian samplers.
         ``"zcdp"`` applies to full-data Gaussian samplers. DP Barker has only RDP bounds:
         ``"rdp-direct"`` (tighter, ours) and ``"rdp"`` (002 Thm 2 as published).
@@ -640,8 +645,8 @@ def spent(
     iterations: int,
     delta: float,
     n: int,
-    chains: int = 1,
-    accountant: str = "pld",
+    chains: int = 4,
+    accountant: str | None = None,
     *,
     relation: str = RELATION,
     **params,
@@ -658,10 +663,10 @@ def spent(
         δ in (0, 1) at which ε is reported.
     n : int
         Number of records.
-    chains : int, optional
+    chains : int, default 4
         Number of chains.
     accountant : {"pld", "rdp", "zcdp", "rdp-direct"}, optional
-        As in :func:`max_iterations`.
+        As in :func:`max_iterations` (``None``: the tightest that applies).
     relation : {"substitute", "substitute-legacy"}, optional
         As in :func:`max_iterations` (keyword only); recorded in the report.
     **params
