@@ -19,6 +19,9 @@ from . import accounting  # noqa: F401  (no JAX import)
 _LAZY = {
     "sample": ("dpmcmc.api", "sample"),
     "glm": ("dpmcmc.tabular", "glm"),
+    "plan": ("dpmcmc._plan", "plan"),
+    "Plan": ("dpmcmc._plan", "Plan"),
+    "PlanWarning": ("dpmcmc._plan", "PlanWarning"),
     "load": ("dpmcmc.result", "load"),
     "ResultFileError": ("dpmcmc.result", "ResultFileError"),
     "CheckpointError": ("dpmcmc._checkpoint", "CheckpointError"),

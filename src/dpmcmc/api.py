@@ -318,6 +318,13 @@ def sample(
         if saved is not None:
             iterations = saved["planned"]
 
+    # The plan (public inputs only): its warnings reach the user before any noise is drawn.
+    from . import _plan
+
+    run_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta, report,
+                           model.temperature)
+    _plan.warn(run_plan)
+
     if saved is not None:
         key = _same_secret("key", user_key, saved["key"], ckpt_path)
         secret = None
@@ -390,6 +397,7 @@ def sample(
         param_names=model.param_names,
         secure=secret is not None,
         released=released,
+        plan=run_plan,
     )
 
 

@@ -184,6 +184,43 @@ def budget(
     typer.echo(str(report))
 
 
+@app.command("plan")
+def plan_command(
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="A sampler, e.g. dp-hmc, dp-penalty."),
+    n: int = typer.Option(..., "--n", help="Number of records in the data set."),
+    dim: int = typer.Option(..., "--dim", help="Number of model parameters."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="δ of the guarantee, e.g. 0.1/n."),
+    chains: int = typer.Option(4, "--chains", help="Number of chains (their costs compose)."),
+    iterations: Optional[int] = typer.Option(
+        None, "--iterations", help="Iterations per chain (default: as many as the budget buys)."),
+    accountant: Optional[str] = typer.Option(None, "--accountant", help="Default: the tightest that applies."),
+    param: list[str] = typer.Option(
+        [], "--param", "-p",
+        help="A sampler parameter as name=value (repeat), e.g. -p tau=0.1 -p clip=1 -p proposal_std=0.01; "
+        "values are JSON (numbers, lists, strings)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """What a run would do, from public inputs only: iterations, noise next to the moves, warnings."""
+    params = {}
+    for item in param:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            _fail(f"--param must be name=value, got {item!r}")
+        try:
+            params[name.strip()] = json.loads(value)
+        except ValueError:
+            params[name.strip()] = value  # a bare string such as mode=one-component
+    from ._plan import plan
+
+    try:
+        p = plan(dim, n, algorithm, epsilon=epsilon, delta=delta, chains=chains, iterations=iterations,
+                 accountant=accountant, **params)
+    except (ValueError, TypeError) as err:
+        _fail(str(err))
+    typer.echo(json.dumps(p.to_dict()) if as_json else str(p))
+
+
 @app.command("audit")
 def audit_command(
     algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht, minibatch-penalty or dp-barker."),
@@ -375,6 +412,8 @@ def sample_command(
     import arviz as az
 
     typer.echo(f"wrote {out}")
+    if res.plan is not None:
+        typer.echo(str(res.plan))
     if res.privacy is None:
         typer.echo(f"NOT PRIVATE: algorithm {algorithm!r} gives no privacy guarantee.")
     else:

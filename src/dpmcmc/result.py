@@ -288,6 +288,10 @@ class Result:
         One name per parameter (see ``Model.param_names``). When given, :meth:`to_inference_data`
         and :meth:`save` write one posterior variable per name (each of shape (chain, draw))
         instead of one ``theta`` vector, and :func:`load` restores them.
+    plan : dpmcmc.plan.Plan or None
+        The run's plan (public inputs only: iterations, noise next to the moves, warnings), as
+        :func:`dpmcmc.plan` gives it. Not saved to the file (recompute it from the report's
+        parameters); ``None`` for a loaded result.
     """
 
     samples: np.ndarray
@@ -299,6 +303,7 @@ class Result:
     secure: bool = False
     released: Optional[ReleasedStatistics] = field(default=None, repr=False)
     param_names: Optional[tuple] = None
+    plan: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.param_names is not None:

@@ -458,6 +458,8 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
     draws = check_int("draws", params.pop("draws", 1000), minimum=1)
     rp = nag.release_plan(model, n, d, gaussian_mu(epsilon, delta), noise_sd=noise_sd_scaled,
                           **params)
+    run_plan = _glm_plan(rp, model, epsilon, delta, gaussian_epsilon(
+        float(sum(rp.grad_mu) + sum(rp.hess_mu)), delta))
     key = resolve_key(key)
     des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
                  target_mid=plan.target_mid, target_half=plan.target_half)
@@ -477,7 +479,27 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
                   params={"steps": rp.steps, "grad_sigma": list(rp.grad_sigma),
                           "hess_sigma": list(rp.hess_sigma), "draws": draws,
                           "prior_sd": prior_sd},
-                  model_name=f"glm-{model}", param_names=des.names)
+                  model_name=f"glm-{model}", param_names=des.names, plan=run_plan)
+
+
+def _glm_plan(rp, model: str, epsilon: float, delta: float, spent: float):
+    """The plan of a noise-aware GLM fit (public inputs only)."""
+    from ._plan import NoiseLine, Plan
+
+    sg, sh = rp.grad_sigma[-1], rp.hess_sigma[-1]
+    # Gradient noise σ_g shifts the estimate along an eigendirection of the (scaled-design)
+    # log-likelihood Hessian with eigenvalue λ by σ_g/λ, against a posterior sd of 1/√λ: the
+    # direction is noise-dominated when λ < σ_g². Public threshold; λ itself is data.
+    noise = (
+        NoiseLine("gradient sum (last round)", sg,
+                  "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, σ_g²",
+                  sg * sg),
+        NoiseLine("Hessian sum (last round)", sh, "over the per-record bound C_H", sh / rp.hess_bound),
+    )
+    return Plan(algorithm=NOISE_AWARE, n=rp.n, dim=rp.d, chains=1, epsilon=epsilon, delta=delta,
+                accountant="pld", relation="substitute", iterations=rp.steps, warmup=0,
+                epsilon_spent=float(spent), params={"family": model, "rounds": rp.steps}, noise=noise,
+                warnings=())
 
 
 def glm(

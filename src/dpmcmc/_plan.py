@@ -1,0 +1,346 @@
+"""``dpmcmc.plan``: what a run will do, from public inputs only, before any data are touched.
+
+A plan answers the questions a data holder has before spending budget: how many iterations
+per chain (ε, δ) buys, whether there is a warm-up, how large the privacy noise is next to the
+moves the sampler proposes, and — in plain words — whether the configuration can move at all.
+Everything here is computed from n, the model's dimension, (ε, δ), the number of chains and
+the sampler's parameters (clip bounds, τ, step sizes): never from data values. ``dpmcmc.sample``
+builds the same plan from the same numbers, emits its warnings (:class:`PlanWarning`) before
+the first noise draw and attaches it to ``Result.plan``; ``dpmcmc plan`` prints it.
+
+The rules behind the figures (docs/plan.md):
+
+- Full-data penalty tests (``dp-penalty``, and the final test of ``dp-hmc``) release the
+  log-likelihood ratio of a move of length s with Gaussian noise of sd σ = 2τ√n·b·s (b the
+  per-record Lipschitz clip) and subtract the penalty σ²/2. On a flat target the acceptance
+  probability is then exactly 2Φ(−σ/2); on a real target it is lower. s is the typical
+  proposal length: ‖proposal_std‖ for a random walk, the rms component for one-component
+  moves, step_size·L·‖M^(−1/2)‖ (free motion) for DP-HMC.
+- DP-HMC's gradient releases carry noise 2τ_g√n·b_g per coordinate; over one trajectory of L
+  leapfrog steps the momentum receives ε·√L times that, compared with its own sd √m.
+- DP-SGLD / DP-SGNHT add (η/2)(n/b)·σ·C of privacy noise per coordinate and step, next to the
+  Langevin noise √η; their ratio (√η/2)(n/b)σC above 1 means the chain samples a posterior
+  widened by about √(1 + ratio²).
+- Minibatch penalty: the same ceiling with its σ = √τ·(2kc₀ + 2k²c₀²(b−1)/b), k = nT/b,
+  c₀ = L·s. DP Barker: the plan reports the tempering n0/n and the clip √b/n0 (its test noise
+  is fixed); its acceptance depends on the batch and is not predicted.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from scipy.special import ndtr
+
+__all__ = ["Plan", "PlanWarning", "NoiseLine", "plan"]
+
+#: Fewer iterations per chain than this: the chains cannot move away from their start.
+MIN_MOVING_ITERATIONS = 10
+#: Fewer iterations per chain than this: too few to judge convergence (R-hat, ESS).
+MIN_DIAGNOSABLE_ITERATIONS = 100
+#: Acceptance ceiling below which a penalty test is reported as stuck.
+MIN_ACCEPTANCE = 0.05
+
+
+class PlanWarning(UserWarning):
+    """A run whose plan says it cannot give a usable posterior (emitted before any noise)."""
+
+
+@dataclass(frozen=True)
+class NoiseLine:
+    """One privacy-noise figure of a plan.
+
+    Attributes
+    ----------
+    name : str
+        What the noise perturbs, e.g. ``"log-likelihood ratio"``.
+    noise_sd : float
+        Standard deviation of the privacy noise on that quantity (per coordinate for vectors).
+    reference : str
+        What it is compared with.
+    ratio : float
+        ``noise_sd`` divided by the reference (or the derived figure named in ``reference``).
+    """
+
+    name: str
+    noise_sd: float
+    reference: str
+    ratio: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, computed from public inputs only.
+
+    Attributes
+    ----------
+    algorithm : str
+    n, dim, chains : int
+    epsilon, delta : float or None
+        The budget (``None`` for non-private algorithms, or ε when ``iterations`` was given
+        without it: then ``epsilon_spent`` says what the run costs).
+    accountant, relation : str or None
+    iterations : int
+        Iterations per chain.
+    warmup : int
+        Iterations per chain that are not posterior draws. 0 today: dpmcmc does no warm-up
+        adaptation, every iteration is returned (burn-in is the user's choice, on the result).
+    epsilon_spent : float or None
+        ε at ``delta`` the run spends (≤ ε when ε was given).
+    params : dict
+        The sampler's parameters with defaults filled.
+    noise : tuple of NoiseLine
+    warnings : tuple of str
+        Plain-words reasons why the configuration cannot give a usable posterior (emitted by
+        ``dpmcmc.sample`` as a :class:`PlanWarning`).
+    notes : tuple of str
+        Advice that does not stop a run (e.g. too few iterations to judge convergence).
+    """
+
+    algorithm: str
+    n: int
+    dim: int
+    chains: int
+    epsilon: Optional[float]
+    delta: Optional[float]
+    accountant: Optional[str]
+    relation: Optional[str]
+    iterations: int
+    warmup: int
+    epsilon_spent: Optional[float]
+    params: dict = field(repr=False)
+    noise: tuple = ()
+    warnings: tuple = ()
+    notes: tuple = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the plan raised no warning."""
+        return not self.warnings
+
+    def to_dict(self) -> dict:
+        """The plan as plain JSON-able data."""
+        out = {k: getattr(self, k) for k in ("algorithm", "n", "dim", "chains", "epsilon", "delta",
+                                             "accountant", "relation", "iterations", "warmup",
+                                             "epsilon_spent")}
+        out["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
+        out["noise"] = [vars(line).copy() for line in self.noise]
+        out["warnings"] = list(self.warnings)
+        out["notes"] = list(self.notes)
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"Plan: {self.algorithm} on n = {self.n} records, dim = {self.dim}, {self.chains} chain(s)"]
+        if self.epsilon is not None or self.delta is not None:
+            budget = f"ε = {self.epsilon:g}, " if self.epsilon is not None else ""
+            lines.append(f"  budget: {budget}δ = {self.delta:g} ({self.accountant}, {self.relation})")
+        spent = "" if self.epsilon_spent is None else f" (spends ε = {self.epsilon_spent:.4g})"
+        lines.append(f"  iterations per chain: {self.iterations}{spent}; warm-up: {self.warmup}")
+        for line in self.noise:
+            lines.append(f"  noise on the {line.name}: sd {line.noise_sd:.3g}; {line.reference}: {line.ratio:.3g}")
+        for text in self.warnings:
+            lines.append(f"  WARNING: {text}")
+        for text in self.notes:
+            lines.append(f"  note: {text}")
+        return "\n".join(lines)
+
+
+class _PublicShape:
+    """Stand-in for a model when only its dimension is known (what ``prepare`` reads)."""
+
+    temperature = 1.0
+
+    def __init__(self, dim: int):
+        self.dim = dim
+
+
+def _norm(values) -> float:
+    return math.sqrt(sum(float(v) ** 2 for v in values))
+
+
+def _acceptance_line(name: str, tau: float, n: int, clip: float, step: float, what: str) -> NoiseLine:
+    sigma = 2.0 * tau * math.sqrt(n) * clip * step
+    # Penalty test on a flat target: accept iff N(-σ²/2, σ²) > log U, probability 2Φ(-σ/2).
+    return NoiseLine(name, sigma, f"acceptance ceiling 2Φ(−σ/2) for a {what} of length {step:.3g}",
+                     float(2.0 * ndtr(-sigma / 2.0)))
+
+
+def _noise_lines(algorithm: str, p: dict, n: int, dim: int,
+                 temperature: float = 1.0) -> tuple[NoiseLine, ...]:
+    if algorithm == "dp-penalty":
+        ps = p["proposal_std"]
+        step = _norm(ps) / (math.sqrt(dim) if p.get("mode") == "one-component" else 1.0)
+        return (_acceptance_line("log-likelihood ratio", p["tau"], n, p["clip"], step, "proposal"),)
+    if algorithm == "dp-hmc":
+        eps, steps = p["step_size"], p["leapfrog_steps"]
+        inv_mass = [1.0 / float(m) for m in p["mass"]]
+        move = eps * steps * math.sqrt(sum(inv_mass))
+        sigma_g = 2.0 * p["tau_g"] * math.sqrt(n) * p["grad_clip"]
+        kick = eps * math.sqrt(steps) * sigma_g * math.sqrt(max(inv_mass))  # over sd √m, worst axis
+        return (
+            _acceptance_line("log-likelihood ratio", p["tau_l"], n, p["clip"], move, "trajectory"),
+            NoiseLine("gradient", sigma_g, "momentum noise per trajectory over the momentum sd", kick),
+        )
+    if algorithm in ("dp-sgld", "dp-sgnht"):
+        eta, b = p["step_size"], p["batch_size"]
+        drift = 0.5 * eta * (n / b) * p["noise_multiplier"] * p["grad_clip"]
+        return (NoiseLine("step (privacy noise per coordinate)", drift,
+                          "over the Langevin noise √η", drift / math.sqrt(eta)),)
+    if algorithm == "minibatch-penalty":
+        # σ = √τ·c with c = 2kc₀ + 2k²c₀²(b−1)/b, k = nT/b, c₀ = L·s (minibatch_penalty), and the
+        # same penalty test as dp-penalty: ceiling 2Φ(−σ/2).
+        step, b = _norm(p["proposal_std"]), p["batch_size"]
+        k, c0 = n * temperature / b, p["clip"] * _norm(p["proposal_std"])
+        sigma = math.sqrt(p["tau"]) * (2 * k * c0 + 2 * k * k * c0 * c0 * (b - 1) / b)
+        return (NoiseLine("penalised log-likelihood ratio", sigma,
+                          f"acceptance ceiling 2Φ(−σ/2) for a proposal of length {step:.3g}",
+                          float(2.0 * ndtr(-sigma / 2.0))),)
+    if algorithm == "dp-barker":
+        n0 = p.get("n0") or temperature * n
+        return (NoiseLine("Barker test (noise variance 2)", math.sqrt(2.0),
+                          f"tempering n0/n, clip √b/n0 = {math.sqrt(p['batch_size']) / n0:.3g}", n0 / n),)
+    return ()
+
+
+def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int) -> tuple[str, ...]:
+    out = []
+    if iterations < MIN_MOVING_ITERATIONS:
+        out.append(f"the budget buys only {iterations} iteration(s) per chain ({chains} chain(s)): the "
+                   "chains cannot move away from their start, and the result is little more than the "
+                   "start. Raise ε, use fewer chains, a larger τ (more noise per release), or "
+                   "--algorithm auto for a GLM.")
+    for line in noise:
+        if line.reference.startswith("acceptance ceiling") and line.ratio < MIN_ACCEPTANCE:
+            out.append(f"the privacy noise on the {line.name} (sd {line.noise_sd:.3g}) caps the acceptance "
+                       f"rate at {line.ratio:.2g}: the chain will almost never move. Use a shorter "
+                       "proposal/trajectory, a smaller τ or clip, or more records.")
+        if line.reference.startswith("over the Langevin noise") and line.ratio > 1.0:
+            out.append(f"the privacy noise per step is {line.ratio:.3g}× the Langevin noise: the chain "
+                       f"samples a posterior about {math.sqrt(1 + line.ratio ** 2):.3g}× too wide. Use a "
+                       "smaller step size or a larger batch.")
+        if line.name == "gradient" and line.ratio > 3.0:
+            out.append(f"the gradient noise moves the momentum by {line.ratio:.3g} momentum sds per "
+                       "trajectory: trajectories are driven by noise. Use a smaller τ_g, step size or "
+                       "grad_clip.")
+    return tuple(out)
+
+
+def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterations: int,
+           epsilon, delta, report, temperature: float = 1.0) -> Plan:
+    noise = _noise_lines(algorithm, prepared, n, dim, float(temperature)) if report is not None else ()
+    return Plan(
+        algorithm=algorithm, n=n, dim=dim, chains=chains,
+        epsilon=None if epsilon is None else float(epsilon),
+        delta=None if delta is None else float(delta),
+        accountant=None if report is None else report.accountant,
+        relation=None if report is None else report.relation,
+        iterations=int(iterations), warmup=0,
+        epsilon_spent=None if report is None else float(report.epsilon),
+        params=dict(prepared), noise=noise,
+        warnings=_warnings(algorithm, int(iterations), noise, chains),
+        notes=_notes(int(iterations)),
+    )
+
+
+def _notes(iterations: int) -> tuple[str, ...]:
+    if MIN_MOVING_ITERATIONS <= iterations < MIN_DIAGNOSABLE_ITERATIONS:
+        return (f"only {iterations} iterations per chain: too few to judge convergence (R-hat, ESS).",)
+    return ()
+
+
+def plan(
+    model: Any,
+    n: int,
+    algorithm: str = "dp-hmc",
+    *,
+    epsilon: Optional[float] = None,
+    delta: Optional[float] = None,
+    chains: int = 4,
+    iterations: Optional[int] = None,
+    accountant: Optional[str] = None,
+    relation: str = "substitute",
+    **params: Any,
+) -> Plan:
+    """Plan a run of ``dpmcmc.sample`` from public inputs, touching no data.
+
+    Parameters
+    ----------
+    model : Model or int
+        The model, or just its dimension.
+    n : int
+        Number of records (public under the replace-one relation).
+    algorithm, epsilon, delta, chains, iterations, accountant, relation, **params
+        As in :func:`dpmcmc.sample`.
+
+    Returns
+    -------
+    Plan
+        Iterations per chain, the accountant, the noise next to the moves, and warnings.
+        ``print(plan)`` gives a readable block.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For an invalid argument (named) or a budget too small for one iteration.
+
+    Examples
+    --------
+    >>> import dpmcmc
+    >>> p = dpmcmc.plan(2, 10_000, "dp-penalty", epsilon=1.0, delta=1e-6, tau=0.1, clip=1.0,
+    ...                 proposal_std=0.01)
+    >>> p.iterations > 0
+    True
+    """
+    from . import accounting
+    from .accounting._checks import check_int, check_positive, check_probability
+    from .models.base import Model
+    from .samplers import ALGORITHMS
+
+    if isinstance(model, Model):
+        shape = model
+    elif isinstance(model, numbers.Integral) and not isinstance(model, bool) and model >= 1:
+        shape = _PublicShape(int(model))
+    else:
+        raise TypeError(f"model must be a dpmcmc.Model or a positive int (the dimension), got {model!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    n = check_int("n", n, minimum=1)
+    chains = check_int("chains", chains, minimum=1)
+    spec = ALGORITHMS[algorithm]
+    prepared = spec.prepare(dict(params), shape, n)
+    if iterations is not None:
+        iterations = check_int("iterations", iterations, minimum=1)
+    if epsilon is not None:
+        epsilon = check_positive("epsilon", epsilon)
+    report = None
+    if spec.private:
+        if delta is None:
+            raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
+        delta = check_probability("delta", delta)
+        acct = spec.accounting_params(prepared)
+        if iterations is None:
+            if epsilon is None:
+                raise ValueError("give epsilon (the budget sets the run length) or iterations")
+            iterations = accounting.max_iterations(algorithm, epsilon, delta, n, chains=chains,
+                                                   accountant=accountant, relation=relation, **acct)
+        report = accounting.spent(algorithm, iterations, delta, n, chains=chains, accountant=accountant,
+                                  relation=relation, **acct)
+        if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
+            raise ValueError(f"iterations={iterations} per chain with chains={chains} spends "
+                             f"ε={report.epsilon:.6g}, more than epsilon={epsilon:g}")
+    else:
+        if epsilon is not None or delta is not None:
+            raise ValueError(f"algorithm {algorithm!r} is not private: it takes no epsilon/delta")
+        if iterations is None:
+            raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
+    return _build(algorithm, prepared, n, shape.dim, chains, iterations, epsilon, delta, report,
+                  shape.temperature)
+
+
+def warn(p: Plan, stacklevel: int = 3) -> None:
+    """Emit the plan's warnings as one :class:`PlanWarning` (nothing if the plan is fine)."""
+    if p.warnings:
+        warnings.warn(PlanWarning(f"{p.algorithm}: " + " ".join(p.warnings)), stacklevel=stacklevel)

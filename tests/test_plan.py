@@ -1,0 +1,143 @@
+"""dpmcmc.plan / dpmcmc plan: a run's plan from public inputs, its warnings before any noise."""
+import json
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import ndtr
+from typer.testing import CliRunner
+
+import dpmcmc
+from dpmcmc.cli import app
+
+# The README's DP-HMC example.
+README_HMC = dict(tau_l=0.1, tau_g=0.55, clip=1.0, grad_clip=1.0, step_size=0.01, leapfrog_steps=25)
+
+
+def _flat_model(dim=1):
+    # Log-likelihood ratios are exactly 0 and the prior is flat: the penalty test then accepts
+    # with probability 2Φ(−σ/2) for a move whose released ratio has noise sd σ.
+    return dpmcmc.Model(log_likelihood=lambda theta, x: 0.0 * jnp.sum(theta) * x[0],
+                        log_prior=lambda theta: 0.0 * jnp.sum(theta), dim=dim, name="flat")
+
+
+def test_readme_example_at_small_budget_warns_in_plain_words():
+    p = dpmcmc.plan(2, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, **README_HMC)
+    assert p.iterations == dpmcmc.accounting.max_iterations(
+        "dp-hmc", 1.0, 1e-6, 10_000, chains=1, tau_l=0.1, tau_g=0.55, leapfrog_steps=25)
+    assert p.iterations < 10 and not p.ok
+    assert any("cannot move" in w for w in p.warnings)
+    assert "WARNING" in str(p) and f"iterations per chain: {p.iterations}" in str(p)
+    # A configuration that can move raises nothing.
+    good = dpmcmc.plan(2, 100_000, "dp-penalty", epsilon=4.0, delta=1e-6, tau=0.1, clip=1.0,
+                       proposal_std=0.005)
+    assert good.ok and good.iterations >= 100 and good.noise[0].ratio > 0.5
+
+
+def test_penalty_noise_figure_is_the_mechanism_s():
+    # The plan's σ per unit of move length must be the sampler's: on a flat target the measured
+    # acceptance equals E_z[2Φ(−σ₁·s|z|/2)] with σ₁ = σ_plan / s, s = proposal_std (dim 1, z ~ N(0,1)).
+    # 4 × 2000 flags: binomial sd ≤ 0.0056; tolerance 5 sd (false alarm < 1e-6). A σ off by
+    # 25 % moves the expectation by more than 0.04.
+    n, ps, tau = 100, 0.3, 0.5
+    data = np.zeros((n, 1))
+    p = dpmcmc.plan(_flat_model(), n, "dp-penalty", iterations=2000, delta=1e-6, tau=tau, clip=1.0,
+                    proposal_std=ps)
+    sigma1 = p.noise[0].noise_sd / ps
+    assert sigma1 == pytest.approx(2 * tau * math.sqrt(n) * 1.0)
+    z = np.random.default_rng(0).standard_normal(400_000)
+    expected = float(np.mean(2 * ndtr(-sigma1 * ps * np.abs(z) / 2)))
+    res = dpmcmc.sample(_flat_model(), data, "dp-penalty", iterations=2000, delta=1e-6, chains=4,
+                        key=jax.random.key(3), progress=False, tau=tau, clip=1.0, proposal_std=ps)
+    rate = float(np.mean(res.released.accepted))
+    assert abs(rate - expected) < 5 * math.sqrt(expected * (1 - expected) / 8000), (rate, expected)
+
+
+def test_sample_attaches_the_plan_and_warns_before_any_noise():
+    model = _flat_model(2)
+    data = np.zeros((10_000, 1))
+    called = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpmcmc.PlanWarning)
+        with pytest.raises(dpmcmc.PlanWarning, match="cannot move"):
+            dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
+                          _on_chunk=called.append, **README_HMC)
+    assert called == []  # the warning came before the first chunk ran
+    with pytest.warns(dpmcmc.PlanWarning):
+        res = dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
+                            **README_HMC)
+    assert res.plan.to_dict() == dpmcmc.plan(model, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1,
+                                             **README_HMC).to_dict()
+    assert res.samples.shape[1] == res.plan.iterations == res.privacy.iterations
+
+
+def test_plan_does_not_depend_on_the_data():
+    model = _flat_model(1)
+    kw = dict(iterations=20, delta=1e-6, chains=2, progress=False, tau=0.1, clip=1.0, proposal_std=0.1)
+    a = dpmcmc.sample(model, np.zeros((50, 1)), "dp-penalty", **kw)
+    b = dpmcmc.sample(model, np.random.default_rng(1).normal(size=(50, 1)) * 100, "dp-penalty", **kw)
+    assert a.plan.to_dict() == b.plan.to_dict()
+    assert a.plan.ok and a.plan.notes  # 20 iterations: advice, not a warning
+
+
+@pytest.mark.parametrize("kwargs, exc, name", [
+    (dict(model="two"), TypeError, "model"),
+    (dict(n=0), ValueError, "n"),
+    (dict(epsilon=0.0), ValueError, "epsilon"),
+    (dict(delta=1.5), ValueError, "delta"),
+    (dict(chains=0), ValueError, "chains"),
+    (dict(algorithm="dp-nuts"), ValueError, "algorithm"),
+    (dict(tau=-1.0), ValueError, "tau"),
+    (dict(epsilon=1e-4), ValueError, "budget too small"),
+])
+def test_bad_input_is_named(kwargs, exc, name):
+    call = dict(model=2, n=1000, algorithm="dp-penalty", epsilon=1.0, delta=1e-6, tau=0.1, clip=1.0,
+                proposal_std=0.1)
+    call.update(kwargs)
+    with pytest.raises(exc, match=name):
+        dpmcmc.plan(call.pop("model"), call.pop("n"), call.pop("algorithm"), **call)
+
+
+def test_sgld_noise_ratio_and_its_warning():
+    # (η/2)(n/b)σC per coordinate against the Langevin noise √η.
+    p = dpmcmc.plan(2, 100_000, "dp-sgld", epsilon=4.0, delta=1e-6, noise_multiplier=1.0, batch_size=100,
+                    grad_clip=1.0, step_size=1e-5)
+    line = p.noise[0]
+    assert line.noise_sd == pytest.approx(0.5 * 1e-5 * 1000 * 1.0)
+    assert line.ratio == pytest.approx(line.noise_sd / math.sqrt(1e-5))
+    assert any("too wide" in w for w in p.warnings)
+    small = dpmcmc.plan(2, 100_000, "dp-sgld", epsilon=4.0, delta=1e-6, noise_multiplier=4.0,
+                        batch_size=1000, grad_clip=1.0, step_size=1e-6)
+    assert small.noise[0].ratio < 1 and not any("too wide" in w for w in small.warnings)
+
+
+def test_cli_plan_prints_the_python_plan():
+    args = ["plan", "-a", "dp-hmc", "--n", "10000", "--dim", "2", "--epsilon", "1", "--delta", "1e-6",
+            "--chains", "1"] + sum((["-p", f"{k}={v}"] for k, v in README_HMC.items()), [])
+    out = CliRunner().invoke(app, args + ["--json"])
+    assert out.exit_code == 0, out.output
+    want = dpmcmc.plan(2, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, **README_HMC).to_dict()
+    assert json.loads(out.stdout) == json.loads(json.dumps(want))
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0 and "WARNING" in text.stdout
+    bad = CliRunner().invoke(app, ["plan", "-a", "dp-penalty", "--n", "100", "--dim", "1", "--epsilon",
+                                   "1", "--delta", "1e-6", "-p", "tau"])
+    assert bad.exit_code == 2 and "--param" in bad.output
+
+
+def test_glm_result_carries_its_plan():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, 2000)
+    y = (rng.uniform(size=2000) < 1 / (1 + np.exp(-(x - 5) / 2))).astype(int)
+    df = pd.DataFrame({"x": x, "y": np.where(y == 1, "yes", "no")})
+    res = dpmcmc.glm(df, "logistic", target="y", bounds={"x": [0, 10], "y": {"categories": ["no", "yes"]}},
+                     epsilon=2.0, delta=1e-6, draws=50, chains=1)
+    p = res.plan
+    assert p.iterations == res.privacy.iterations == res.params["steps"]
+    assert p.noise[0].noise_sd == pytest.approx(res.params["grad_sigma"][-1])
+    assert p.noise[0].ratio == pytest.approx(res.params["grad_sigma"][-1] ** 2)
+    assert p.epsilon_spent == pytest.approx(res.privacy.epsilon)
