@@ -22,6 +22,8 @@ _LAZY = {
     "plan": ("dpmcmc._plan", "plan"),
     "Plan": ("dpmcmc._plan", "Plan"),
     "PlanWarning": ("dpmcmc._plan", "PlanWarning"),
+    "Ledger": ("dpmcmc.ledger", "Ledger"),
+    "LedgerError": ("dpmcmc.ledger", "LedgerError"),
     "load": ("dpmcmc.result", "load"),
     "ResultFileError": ("dpmcmc.result", "ResultFileError"),
     "CheckpointError": ("dpmcmc._checkpoint", "CheckpointError"),
@@ -43,6 +45,6 @@ def __getattr__(name: str):
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
-    if name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure", "tabular"):
+    if name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure", "tabular", "ledger"):
         return importlib.import_module(f"dpmcmc.{name}")
     raise AttributeError(f"module 'dpmcmc' has no attribute {name!r}")

@@ -129,6 +129,7 @@ def sample(
     checkpoint: Any = None,
     checkpoint_every: Optional[int] = None,
     mesh: Any = None,
+    ledger: Any = None,
     _on_chunk: Optional[Callable[[Any], None]] = None,
     **params: Any,
 ) -> Result:
@@ -203,6 +204,11 @@ def sample(
         assembled across devices (no device holds all ``n`` rows); the draws are bit-identical
         to the unsharded ones, in secure mode too. See docs/scaling.md (multi-host use via
         ``jax.distributed``).
+    ledger : dpmcmc.Ledger or path-like, optional
+        The data set's budget ledger (:class:`dpmcmc.Ledger`). The run's (ε, δ) is charged to it
+        before the first noise draw, and a run that would take the ledger over its declared
+        total is refused (``LedgerError``) before any data value is read by a mechanism. A
+        resumed checkpoint is not charged again.
     _on_chunk : callable, optional
         Testing hook, called with the driver's ``RunProgress`` after each chunk (after the
         checkpoint is written). Not for real runs.
@@ -240,6 +246,11 @@ def sample(
         raise TypeError(f"progress must be True or False, got {progress!r}")
     secure_key = _validate_secure(secure)
     ckpt_path = _validate_checkpoint_path(checkpoint)
+    from .ledger import open_ledger
+
+    the_ledger = open_ledger(ledger)
+    if the_ledger is not None and not spec.private:
+        raise ValueError(f"ledger: algorithm {algorithm!r} is not private; a ledger records private runs only")
     if checkpoint_every is not None:
         if ckpt_path is None:
             raise ValueError("checkpoint_every needs checkpoint (a file path)")
@@ -324,6 +335,10 @@ def sample(
     run_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta, report,
                            model.temperature)
     _plan.warn(run_plan)
+    if the_ledger is not None and saved is None:
+        # Charged at the start: once noise is drawn on the data the budget is spent, even if the
+        # run is interrupted. Refused (LedgerError) before any mechanism reads the data.
+        the_ledger.charge(report, label=f"dpmcmc.sample {algorithm} on model {model.name!r}")
 
     if saved is not None:
         key = _same_secret("key", user_key, saved["key"], ckpt_path)

@@ -221,6 +221,54 @@ def plan_command(
     typer.echo(json.dumps(p.to_dict()) if as_json else str(p))
 
 
+ledger_app = typer.Typer(help="A per-data-set privacy budget ledger (basic composition across runs).",
+                         no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("init")
+def ledger_init(
+    path: str = typer.Argument(..., help="The ledger file to create, e.g. hi.ledger.json."),
+    epsilon: float = typer.Option(..., "--epsilon", help="Total ε the data set may spend over all runs."),
+    delta: float = typer.Option(..., "--delta", help="Total δ the data set may spend over all runs."),
+) -> None:
+    """Create a ledger with a declared total budget."""
+    import os
+
+    from .ledger import Ledger, LedgerError
+
+    if os.path.exists(path):
+        _fail(f"{path!r} exists; a ledger's totals cannot be changed")
+    try:
+        led = Ledger(path, total_epsilon=epsilon, total_delta=delta)
+    except (LedgerError, ValueError, TypeError) as err:
+        _fail(str(err))
+    typer.echo(repr(led))
+
+
+@ledger_app.command("show")
+def ledger_show(
+    path: str = typer.Argument(..., help="The ledger file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """What a ledger has spent and what remains."""
+    from .ledger import LedgerError, open_ledger
+
+    try:
+        led = open_ledger(path)
+    except (LedgerError, ValueError, TypeError) as err:
+        _fail(str(err))
+    if as_json:
+        typer.echo(json.dumps({"total": led.total, "spent": led.spent, "remaining": led.remaining,
+                               "runs": led.runs}))
+        return
+    typer.echo(repr(led))
+    (re_, rd) = led.remaining
+    typer.echo(f"remaining: ε = {re_:.6g}, δ = {rd:.3g} (basic composition: ε and δ add up)")
+    for run in led.runs:
+        typer.echo(f"  {run.get('time', '')}  ε = {run['epsilon']:.6g}  δ = {run['delta']:.3g}  {run.get('label', '')}")
+
+
 @app.command("audit")
 def audit_command(
     algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht, minibatch-penalty or dp-barker."),
@@ -374,6 +422,10 @@ def sample_command(
     prior_sd: Optional[float] = typer.Option(
         None, "--prior-sd", help="Prior sd of the scaled-design coefficients (default 10)."
     ),
+    ledger: Optional[str] = typer.Option(
+        None, "--ledger",
+        help="The table's budget ledger (dpmcmc ledger init): the run is charged before it starts, "
+        "or refused if it would exceed the declared total."),
     show_nonprivate: bool = typer.Option(
         False, "--show-nonprivate",
         help="Also print the NON-private diagnostics (clip fractions; never publish them).",
@@ -405,7 +457,7 @@ def sample_command(
     try:
         res = tabular.glm(data, model, target=target, features=features, bounds=schema, epsilon=epsilon,
                           delta=delta, algorithm=algorithm, chains=chains, key=key, noise_sd=noise_sd,
-                          progress=False, **kwargs)
+                          progress=False, ledger=ledger, **kwargs)
         res.save(out)
     except (ValueError, TypeError) as err:
         _fail(str(err))

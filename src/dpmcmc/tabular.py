@@ -433,7 +433,7 @@ _NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "progress")
 
 
 def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, chains, key,
-                 noise_sd_scaled: float, prior_sd: float, params: dict):
+                 noise_sd_scaled: float, prior_sd: float, params: dict, ledger=None):
     """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
     from .accounting._checks import check_int, check_positive, check_probability
     from .accounting.gaussian import gaussian_epsilon, gaussian_mu
@@ -460,20 +460,21 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
                           **params)
     run_plan = _glm_plan(rp, model, epsilon, delta, gaussian_epsilon(
         float(sum(rp.grad_mu) + sum(rp.hess_mu)), delta))
-    key = resolve_key(key)
-    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
-                 target_mid=plan.target_mid, target_half=plan.target_half)
-    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
-    total_mu = float(sum(rp.grad_mu) + sum(rp.hess_mu))
     report = PrivacyReport(
-        epsilon=gaussian_epsilon(total_mu, delta), delta=delta, relation="substitute",
+        epsilon=run_plan.epsilon_spent, delta=delta, relation="substitute",
         accountant="pld", algorithm=NOISE_AWARE, iterations=rp.steps, chains=1, n=n,
         mechanisms=rp.mechanisms(),
         params={"family": model, "steps": rp.steps, "grad_bound": rp.grad_bound,
                 "hess_bound": rp.hess_bound, "prior_sd": prior_sd},
-        details={"total_mu": total_mu,
+        details={"total_mu": float(sum(rp.grad_mu) + sum(rp.hess_mu)),
                  "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
                           "(post-processing of the releases; they cost no privacy)"})
+    if ledger is not None:
+        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})")  # before any value is read
+    key = resolve_key(key)
+    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
+                 target_mid=plan.target_mid, target_half=plan.target_half)
+    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
     beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
     return Result(samples=beta, privacy=report, diagnostics=None, algorithm=NOISE_AWARE,
                   params={"steps": rp.steps, "grad_sigma": list(rp.grad_sigma),
@@ -517,6 +518,7 @@ def glm(
     noise_sd: Optional[float] = None,
     prior_sd: float = DEFAULT_PRIOR_SD,
     param_radius: float = DEFAULT_PARAM_RADIUS,
+    ledger: Any = None,
     **sampler_params: Any,
 ):
     """Bayesian logistic or linear regression of ``target`` on ``features`` from a table.
@@ -555,6 +557,9 @@ def glm(
     param_radius : float, default 10
         Linear model with dp-hmc: the radius R of the parameter ball on which the default clips
         are exact (:func:`default_clips`).
+    ledger : dpmcmc.Ledger or path-like, optional
+        The table's budget ledger: the run is charged before any data value is read, or refused
+        if it would exceed the declared total (see :class:`dpmcmc.Ledger`).
     **sampler_params
         ``"noise-aware-glm"``: ``draws`` (per chain, default 1000), ``steps``, ``final_share``,
         ``hessian_share`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
@@ -570,7 +575,9 @@ def glm(
         scaling is post-processing of the private draws with public constants.
     """
     from .api import sample
+    from .ledger import open_ledger
 
+    ledger = open_ledger(ledger)
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     for name, value in (("prior_sd", prior_sd), ("param_radius", param_radius)):
@@ -593,7 +600,7 @@ def glm(
         noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
     if algorithm in ("auto", NOISE_AWARE):
         return _noise_aware(df, plan, model, n, d + 1, epsilon, delta, chains, key,
-                            noise_sd_scaled, float(prior_sd), dict(sampler_params))
+                            noise_sd_scaled, float(prior_sd), dict(sampler_params), ledger)
     m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     if algorithm == "dp-hmc":
@@ -608,7 +615,7 @@ def glm(
     des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
                  target_mid=plan.target_mid, target_half=plan.target_half)
     res = sample(m, des.data, algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key,
-                 **params)
+                 ledger=ledger, **params)
     # Public constants applied to private draws: post-processing.
     beta = to_original_scale(res.samples, des.mid, des.half, des.target_mid, des.target_half)
     return replace(res, samples=beta, param_names=des.names)

@@ -1,0 +1,151 @@
+"""dpmcmc.Ledger: runs on one data set compose (basic composition) and over-spending is refused first."""
+import json
+import multiprocessing as mp
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import dpmcmc
+from dpmcmc.cli import app
+from dpmcmc.ledger import Ledger, LedgerError
+
+
+def _model():
+    return dpmcmc.Model(log_likelihood=lambda t, x: -0.5 * jnp.sum((x - t) ** 2),
+                        log_prior=lambda t: -0.5 * jnp.sum(t ** 2) / 100.0, dim=1, name="normal-mean")
+
+
+RUN = dict(iterations=30, delta=1e-6, chains=2, progress=False, tau=1.0, clip=1.0, proposal_std=0.05)  # ε ≈ 2.5
+DATA = np.random.default_rng(0).normal(size=(200, 1))
+
+
+def test_runs_compose_and_an_overspending_run_is_refused_before_any_noise(tmp_path):
+    path = tmp_path / "d.ledger.json"
+    first = dpmcmc.sample(_model(), DATA, "dp-penalty", ledger=Ledger(path, 6.0, 1e-5), **RUN)
+    eps = first.privacy.epsilon
+    second = dpmcmc.sample(_model(), DATA, "dp-penalty", ledger=str(path), **RUN)
+    led = Ledger(path)
+    assert len(led.runs) == 2
+    assert led.spent == pytest.approx((eps + second.privacy.epsilon, 2e-6))
+    # A third, longer run does not fit in what is left of ε = 6.
+    big = dict(RUN, iterations=RUN["iterations"] * 20)
+    need = dpmcmc.plan(_model(), len(DATA), "dp-penalty", **{k: v for k, v in big.items() if k != "progress"})
+    assert need.epsilon_spent > 6.0 - led.spent[0]
+    before = path.read_bytes()
+    chunks = []
+    with pytest.raises(LedgerError, match="refuses"):
+        dpmcmc.sample(_model(), DATA, "dp-penalty", ledger=str(path), _on_chunk=chunks.append, **big)
+    assert chunks == [] and path.read_bytes() == before  # nothing ran, nothing recorded
+
+
+def test_a_run_that_exactly_fills_the_budget_is_accepted_and_the_next_refused(tmp_path):
+    led = Ledger(tmp_path / "l.json", total_epsilon=1.0, total_delta=3e-6)
+    for _ in range(3):
+        led.charge(epsilon=1 / 3, delta=1e-6)
+    assert led.remaining[0] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(LedgerError):
+        led.check(1e-3, 1e-9)
+    with pytest.raises(LedgerError, match="δ"):
+        Ledger(tmp_path / "m.json", 10.0, 1e-6).charge(epsilon=0.1, delta=2e-6)
+
+
+def test_file_round_trip_and_declared_totals_are_fixed(tmp_path):
+    path = tmp_path / "l.json"
+    Ledger(path, 4.0, 1e-5).charge(epsilon=1.5, delta=1e-6, label="first")
+    again = Ledger(path)
+    assert again.total == (4.0, 1e-5) and again.spent == (1.5, 1e-6) and again.runs[0]["label"] == "first"
+    with pytest.raises(LedgerError, match="total_epsilon"):
+        Ledger(path, total_epsilon=8.0)
+    with pytest.raises(LedgerError, match="does not exist"):
+        Ledger(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "dpmcmc-ledger", "version": 1,
+                                                   "total": {"epsilon": 1.0, "delta": 1e-6},
+                                                   "runs": [{"epsilon": -1, "delta": 0}]}))
+    with pytest.raises(LedgerError, match="corrupted"):
+        Ledger(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(total_epsilon=0.0, total_delta=1e-6), "total_epsilon"),
+    (dict(total_epsilon=1.0, total_delta=1.0), "total_delta"),
+])
+def test_bad_totals_are_named(tmp_path, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        Ledger(tmp_path / "x.json", **kwargs)
+
+
+def test_ledger_argument_is_checked_before_data(tmp_path):
+    bad = np.full((10, 1), np.nan)  # would fail the data check if it were reached
+    with pytest.raises(TypeError, match="ledger"):
+        dpmcmc.sample(_model(), bad, "dp-penalty", ledger=3, **RUN)
+    with pytest.raises(LedgerError, match="ledger"):
+        dpmcmc.sample(_model(), bad, "dp-penalty", ledger=tmp_path / "none.json", **RUN)
+    with pytest.raises(ValueError, match="not private"):
+        dpmcmc.sample(_model(), bad, "rwmh", iterations=5, proposal_std=0.1,
+                      ledger=Ledger(tmp_path / "l.json", 1.0, 1e-6))
+
+
+def _race(path, out):
+    try:
+        Ledger(path).charge(epsilon=0.6, delta=1e-7)
+        out.put(True)
+    except LedgerError:
+        out.put(False)
+
+
+def test_two_processes_cannot_both_take_the_last_of_the_budget(tmp_path):
+    path = str(tmp_path / "l.json")
+    Ledger(path, 1.0, 1e-6)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(path, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    results = sorted(out.get(timeout=5) for _ in procs)
+    assert results == [False, True]
+    assert len(Ledger(path).runs) == 1
+
+
+def test_a_resumed_checkpoint_is_not_charged_twice(tmp_path):
+    path = tmp_path / "l.json"
+    led = Ledger(path, 10.0, 1e-5)
+    kw = dict(RUN, key=jax.random.key(0), checkpoint=tmp_path / "run.ckpt", ledger=led)
+    a = dpmcmc.sample(_model(), DATA, "dp-penalty", **kw)
+    b = dpmcmc.sample(_model(), DATA, "dp-penalty", **kw)  # finished checkpoint: returned again
+    np.testing.assert_array_equal(a.samples, b.samples)
+    assert len(Ledger(path).runs) == 1
+
+
+def test_glm_and_cli_charge_the_ledger(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 10, 1000)
+    y = rng.uniform(size=1000) < 1 / (1 + np.exp(-(x - 5)))
+    df = pd.DataFrame({"x": x, "y": np.where(y, "yes", "no")})
+    csv = tmp_path / "t.csv"
+    df.to_csv(csv, index=False)
+    bounds = tmp_path / "b.json"
+    bounds.write_text(json.dumps({"x": [0, 10], "y": {"categories": ["no", "yes"]}}))
+    led_path = tmp_path / "t.ledger.json"
+    runner = CliRunner()
+    init = runner.invoke(app, ["ledger", "init", str(led_path), "--epsilon", "5", "--delta", "1e-5"])
+    assert init.exit_code == 0, init.output
+    res = dpmcmc.glm(df, "logistic", target="y", bounds=json.loads(bounds.read_text()), epsilon=2.0,
+                     delta=1e-6, draws=20, chains=1, ledger=str(led_path))
+    assert Ledger(led_path).spent == pytest.approx((res.privacy.epsilon, 1e-6))
+    args = ["sample", str(csv), "--model", "logistic", "--target", "y", "--bounds", str(bounds), "--epsilon",
+            "2", "--delta", "1e-6", "--out", str(tmp_path / "r.nc"), "--ledger", str(led_path)]
+    ok = runner.invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    assert "Plan: noise-aware-glm" in ok.stdout
+    refused = runner.invoke(app, args[:-4] + ["--out", str(tmp_path / "r2.nc"), "--ledger", str(led_path)])
+    assert refused.exit_code == 2 and "refuses" in refused.output
+    assert not os.path.exists(tmp_path / "r2.nc")
+    shown = json.loads(runner.invoke(app, ["ledger", "show", str(led_path), "--json"]).stdout)
+    assert len(shown["runs"]) == 2 and shown["spent"][0] == pytest.approx(2 * res.privacy.epsilon)
