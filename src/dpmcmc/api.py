@@ -56,7 +56,14 @@ def validate_data(data: Any, *, finite: bool = True) -> np.ndarray:
         or np.issubdtype(arr.dtype, np.integer)
         or np.issubdtype(arr.dtype, np.bool_)
     ):
-        raise TypeError(f"data must be a real numeric array, got dtype {arr.dtype}")
+        hint = ""
+        if arr.dtype.kind in "USO":
+            # Labels such as "Yes"/"No": encoding them needs the declared categories (public),
+            # never the levels found in the data.
+            hint = ("; it holds strings or objects (labels such as 'Yes'/'No'?): encode them as numbers "
+                    "with categories you declare, or use dpmcmc.glm / `dpmcmc sample FILE` with "
+                    '{"categories": [...]} in the bounds')
+        raise TypeError(f"data must be a real numeric array, got dtype {arr.dtype}{hint}")
     if arr.ndim == 0:
         raise ValueError("data must have at least one dimension (rows are records), got a scalar")
     if arr.shape[0] == 0 or arr.size == 0:
@@ -142,8 +149,9 @@ def sample(
     data : array_like, shape (n, ...)
         The sensitive records, one per row. Every access goes through an accounted mechanism.
     algorithm : str, default "dp-hmc"
-        One of ``dpmcmc.samplers.ALGORITHMS``: "dp-hmc", "dp-penalty" (private) or "hmc",
-        "rwmh" (non-private baselines).
+        One of ``dpmcmc.samplers.ALGORITHMS`` (this list is built from the registry):
+
+@ALGORITHM_LIST@
     epsilon, delta : float
         The total budget for all chains together. With ``iterations=None`` the accountant sets
         the run length to the largest number of iterations per chain the budget buys. With
@@ -213,7 +221,9 @@ def sample(
         Testing hook, called with the driver's ``RunProgress`` after each chunk (after the
         checkpoint is written). Not for real runs.
     **params
-        Sampler parameters; see ``dpmcmc.samplers.ALGORITHMS[algorithm]``. "dp-penalty": ``tau``,
+        Sampler parameters; see ``dpmcmc.samplers`` (the registry's docstring lists each
+        algorithm's parameters and defaults) and docs/noise_parameters.md for what the noise
+        parameters mean. "dp-penalty": ``tau``,
         ``clip``, ``proposal_std``, ``mode``; "dp-hmc": ``tau_l``, ``tau_g``, ``clip``,
         ``grad_clip``, ``step_size``, ``leapfrog_steps``, ``mass``; "rwmh"/"hmc": the same
         without the privacy parameters.
@@ -614,3 +624,20 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
             "theta0: the model's log-likelihood is not finite at the starting point of some chain "
             "for some record (non-private algorithm); choose another theta0 or fix the model"
         )
+
+
+def _algorithm_list() -> str:
+    # Built from the registry so that a new algorithm cannot be missing from the docs.
+    from .samplers import ALGORITHMS
+    from .samplers._sharding import FULL_DATA
+
+    lines = []
+    for name, spec in ALGORITHMS.items():
+        access = "full data" if name in FULL_DATA else "minibatches"
+        kind = "private" if spec.private else "NON-private baseline"
+        lines.append(f'        - ``"{name}"``: {kind}, {access}')
+    return "\n".join(lines)
+
+
+if sample.__doc__:
+    sample.__doc__ = sample.__doc__.replace("@ALGORITHM_LIST@", _algorithm_list())
