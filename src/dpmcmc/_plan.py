@@ -262,6 +262,9 @@ def plan(
     iterations: Optional[int] = None,
     accountant: Optional[str] = None,
     relation: str = "substitute",
+    theta0: Any = None,
+    init_share: float = 0.1,
+    init_steps: int = 30,
     **params: Any,
 ) -> Plan:
     """Plan a run of ``dpmcmc.sample`` from public inputs, touching no data.
@@ -274,6 +277,9 @@ def plan(
         Number of records (public under the replace-one relation).
     algorithm, epsilon, delta, chains, iterations, accountant, relation, **params
         As in :func:`dpmcmc.sample`.
+    theta0, init_share, init_steps
+        As in :func:`dpmcmc.sample`: only ``theta0="private"`` matters here (its share of the
+        budget is not available to the iterations).
 
     Returns
     -------
@@ -321,13 +327,21 @@ def plan(
             raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
         delta = check_probability("delta", delta)
         acct = spec.accounting_params(prepared)
+        steps_kw = {}
+        if isinstance(theta0, str) and theta0 == "private":
+            if epsilon is None:
+                raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
+            if isinstance(init_share, bool) or not isinstance(init_share, (int, float)) or not 0 < init_share < 1:
+                raise ValueError(f"init_share must lie in (0, 1), got {init_share!r}")
+            acct = dict(acct, init_mu=init_share * accounting.gaussian_mu(epsilon, delta))
+            steps_kw = {"init_steps": check_int("init_steps", init_steps, minimum=1)}
         if iterations is None:
             if epsilon is None:
                 raise ValueError("give epsilon (the budget sets the run length) or iterations")
             iterations = accounting.max_iterations(algorithm, epsilon, delta, n, chains=chains,
                                                    accountant=accountant, relation=relation, **acct)
         report = accounting.spent(algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-                                  relation=relation, **acct)
+                                  relation=relation, **acct, **steps_kw)
         if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
             raise ValueError(f"iterations={iterations} per chain with chains={chains} spends "
                              f"ε={report.epsilon:.6g}, more than epsilon={epsilon:g}")

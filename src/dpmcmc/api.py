@@ -104,6 +104,45 @@ def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
     return arr
 
 
+def _check_private_init(spec, prepared: dict, epsilon, secure_key, share, steps) -> float:
+    """Arguments of ``theta0="private"``, checked before any data value is read; the clip bound."""
+    if not spec.private:
+        raise ValueError(f"theta0='private' applies to the private algorithms, not {spec.name!r}")
+    if epsilon is None:
+        raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
+    if secure_key is not None:
+        raise ValueError("theta0='private' with secure=True is not supported yet: pass theta0")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+        raise ValueError(f"init_share must lie in (0, 1), got {share!r}")
+    check_int("init_steps", steps, minimum=1)
+    bound = prepared.get("grad_clip", prepared.get("clip"))
+    if bound is None:
+        raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or clip); "
+                         f"{spec.name!r} has none: pass theta0")
+    return float(bound)
+
+
+def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: int, n: int,
+                   init_mu: float, bound: float, steps: int) -> np.ndarray:
+    """Starts from :mod:`dpmcmc.samplers.private_init` (float64 noise, from a public point)."""
+    from .samplers.private_init import init_plan, private_start
+
+    k_prior, k_init = jax.random.split(key)
+    # The public point: the average of prior draws where the model can draw them, else zeros.
+    start = np.zeros(model.dim)
+    if model.sample_prior is not None:
+        start = _default_theta0(model, k_prior, 64).mean(axis=0)
+    plan = init_plan(n, init_mu, bound, steps)
+    with jax.enable_x64(True):
+        starts, _ = private_start(k_init, model, jnp.asarray(data_arr), jnp.asarray(start), plan, chains)
+        out = np.asarray(starts, dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        # A function of released values only: safe to report.
+        raise ValueError("the private initialisation ended at a non-finite point (the log-prior's "
+                         "gradient?); pass theta0")
+    return out
+
+
 def _default_theta0(model: Model, key: jax.Array, chains: int) -> np.ndarray:
     """Data-independent start: prior draws when the model can draw them, else zeros."""
     if model.sample_prior is not None:
@@ -137,6 +176,8 @@ def sample(
     checkpoint_every: Optional[int] = None,
     mesh: Any = None,
     ledger: Any = None,
+    init_share: float = 0.1,
+    init_steps: int = 30,
     _on_chunk: Optional[Callable[[Any], None]] = None,
     **params: Any,
 ) -> Result:
@@ -164,9 +205,19 @@ def sample(
         seed. Passing a key makes the run reproducible; a published key (or seed) voids the
         privacy guarantee, since anyone holding it can regenerate and subtract the noise — unless
         ``secure`` is on, where the noise does not depend on it.
-    theta0 : array_like, shape (dim,) or (chains, dim), optional
+    theta0 : array_like, shape (dim,) or (chains, dim), or "private", optional
         Starting points. Default: independent draws from the prior (``model.sample_prior``), or
         zeros when the model cannot draw from its prior — both data-independent.
+        ``"private"``: a private initialisation (:mod:`dpmcmc.samplers.private_init`) spends
+        ``init_share`` of the budget's μ on ``init_steps`` clipped gradient sums (bound: the
+        sampler's ``grad_clip``, else ``clip``) and starts the chains near the posterior mode;
+        the report lists it as its own mechanism and the iterations get the rest. Needs
+        ``epsilon``; not with ``secure`` or DP Barker yet; the subsampled samplers need
+        ``accountant="rdp"``.
+    init_share : float, default 0.1
+        With ``theta0="private"``: the share of μ = gaussian_mu(ε, δ) the start spends, in (0, 1).
+    init_steps : int, default 30
+        With ``theta0="private"``: the number of gradient releases.
     iterations : int, optional
         Iterations per chain (see ``epsilon``).
     accountant : {"pld", "zcdp", "rdp", "rdp-direct"}, optional
@@ -275,6 +326,12 @@ def sample(
     check_model(model, data_arr.shape, data_arr.dtype,
                 gradients=algorithm in _GRADIENT_ALGORITHMS,
                 grad_method=prepared.get("grad_method", "auto"))
+    private_init = isinstance(theta0, str) and theta0 == "private"
+    if isinstance(theta0, str) and not private_init:
+        raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
+    init_bound = None
+    if private_init:
+        init_bound = _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     _check_finite(data_arr)
     if mesh is not None:
         from .samplers._sharding import check_mesh
@@ -285,7 +342,7 @@ def sample(
         epsilon = check_positive("epsilon", epsilon)
     if delta is not None:
         delta = check_probability("delta", delta)
-    theta0_given = None if theta0 is None else _validate_theta0(theta0, chains, model.dim)
+    theta0_given = None if theta0 is None or private_init else _validate_theta0(theta0, chains, model.dim)
     user_key = None if key is None else resolve_key(key)
 
     saved = fingerprint = None
@@ -293,7 +350,8 @@ def sample(
         # The caller's arguments as given (before defaults are resolved), so a resumed call is
         # compared with the first one on exactly what the user controls.
         fingerprint = _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta,
-                                   iterations, accountant, relation, theta0_given,
+                                   iterations, accountant, relation,
+                                   "private" if private_init else theta0_given,
                                    secure_key is not None)
         if os.path.exists(ckpt_path):
             saved = _load_checkpoint(ckpt_path, fingerprint, model, chains)
@@ -305,6 +363,10 @@ def sample(
         acct_params = spec.accounting_params(prepared)
         if accountant is None:
             accountant = accounting.supported_accountants(algorithm)[0]
+        init_mu = 0.0
+        if private_init:
+            init_mu = init_share * accounting.gaussian_mu(epsilon, delta)
+            acct_params = dict(acct_params, init_mu=init_mu)
         if saved is not None:
             # Resuming: the run was accounted when it started; taking its length and report from
             # the checkpoint spends nothing again.
@@ -321,7 +383,7 @@ def sample(
         if report is None:
             report = accounting.spent(
                 algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-                relation=relation, **acct_params
+                relation=relation, **acct_params, **({"init_steps": init_steps} if private_init else {})
             )
         if epsilon is not None:
             if report.epsilon > epsilon * (1 + 1e-12):
@@ -366,7 +428,11 @@ def sample(
 
             secret = (secure_key_from_os() if isinstance(secure_key, str) else secure_key).words
         init_key = jax.random.split(key)[0]
-        theta0_arr = _default_theta0(model, init_key, chains) if theta0_given is None else theta0_given
+        if private_init:
+            theta0_arr = _private_start(model, data_arr, init_key, chains, n, init_mu, init_bound,
+                                        init_steps)
+        else:
+            theta0_arr = _default_theta0(model, init_key, chains) if theta0_given is None else theta0_given
         _check_start(model, theta0_arr, data_arr if not spec.private else None)
     run_key = jax.random.split(key)[1]
 
@@ -512,7 +578,8 @@ def _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta, i
         "iterations": iterations,
         "accountant": accountant,
         "relation": relation,
-        "theta0": None if theta0 is None else data_digest(np.asarray(theta0, np.float64)),
+        "theta0": None if theta0 is None else (
+            theta0 if isinstance(theta0, str) else data_digest(np.asarray(theta0, np.float64))),
         "secure": bool(secure),
     })
 

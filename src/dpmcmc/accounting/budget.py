@@ -398,10 +398,14 @@ def _check_relation(relation, algorithm: str, accountant: str) -> str:
 class _Accounting:
     """(ε, δ) of `total` composed iterations of one algorithm under one accountant."""
 
-    def __init__(self, rels: tuple[Release, ...], accountant: str, relation: str = RELATION):
+    def __init__(self, rels: tuple[Release, ...], accountant: str, relation: str = RELATION,
+                 init_mu: float = 0.0):
         self.rels = rels
         self.accountant = accountant
         self.relation = relation
+        # A fixed-cost start (private initialisation): full-data Gaussian releases of total μ,
+        # paid once for the whole run, composed with the iterations' releases.
+        self.init_mu = float(init_mu)
         self.kinds = {r.kind for r in rels}
         self.gaussian = self.kinds == {GAUSSIAN}
         self.is_rdp = accountant in RDP_ACCOUNTANTS
@@ -417,11 +421,14 @@ class _Accounting:
             (self.sub,) = rels
 
     def total_mu(self, total: int) -> float:
-        return total * self.mu_iter
+        return total * self.mu_iter + self.init_mu
 
     def epsilon(self, total: int, delta: float) -> tuple[float, dict]:
         if self.is_rdp:
-            eps, order = rdp_to_epsilon(self.orders, total * self.curve, delta,
+            curve = total * self.curve
+            if self.init_mu:
+                curve = curve + gaussian_rdp(self.orders, self.init_mu)
+            eps, order = rdp_to_epsilon(self.orders, curve, delta,
                                         improved=self.accountant == "rdp-direct")
             return eps, {"rdp_order": order}
         if self.accountant == "zcdp":
@@ -452,9 +459,9 @@ class _Accounting:
         if self.is_rdp:
             return self._rdp_guess(epsilon, delta, chains), None
         if self.accountant == "zcdp":
-            return int(zcdp_rho(epsilon, delta) / (chains * self.mu_iter)), None
+            return int((zcdp_rho(epsilon, delta) - self.init_mu) / (chains * self.mu_iter)), None
         if self.gaussian:
-            return int(gaussian_mu(epsilon, delta) / (chains * self.mu_iter)), None
+            return int((gaussian_mu(epsilon, delta) - self.init_mu) / (chains * self.mu_iter)), None
         # Subsampled Gaussian PLD: RDP (WBK Thm 9) is a valid but loose bound for the
         # substitute relation, and the legacy pair's delta is smaller still, so its answer is
         # a lower guess. The Gaussian CLT gives a second point near the answer, from which the
@@ -547,6 +554,17 @@ def _largest_feasible(f: Callable[[int], float], guess: int, upper: int | None, 
     return lo
 
 
+def _check_init_mu(init_mu, accountant: str, rels) -> float:
+    if init_mu is None or (isinstance(init_mu, (int, float)) and not isinstance(init_mu, bool)
+                           and init_mu == 0):
+        return 0.0
+    init_mu = check_positive("init_mu", init_mu)
+    if accountant == "pld" and any(r.kind != GAUSSIAN for r in rels):
+        raise ValueError("init_mu: a private initialisation composes with the subsampled samplers "
+                         "under accountant='rdp' (or 'rdp-direct'), not 'pld'")
+    return init_mu
+
+
 def _common_checks(epsilon_or_none, delta, chains, accountant, relation, algorithm, n, params):
     n, clean, rels = _validated(algorithm, n, params)
     delta = check_probability("delta", delta)
@@ -574,6 +592,7 @@ def max_iterations(
     accountant: str | None = None,
     *,
     relation: str = RELATION,
+    init_mu: float = 0.0,
     **params,
 ) -> int:
     """Largest number of iterations per chain that keeps all chains within (ε, δ)-DP.
@@ -612,6 +631,11 @@ def max_iterations(
         uses the papers' pair (1−q)N(0,σ²) + qN(±1,σ²), which reproduces published numbers but
         is not an upper bound for fixed-size batches and may understate δ. ``"add-remove"``
         (Poisson sampling) is rejected.
+    init_mu : float, optional
+        Keyword only. μ (= Δ²/(2σ²), summed) of full-data Gaussian releases made once before
+        the chains start — the private initialisation of ``dpmcmc.sample`` — composed with the
+        iterations by the same accountant. Not available for the subsampled Gaussian samplers
+        under ``accountant="pld"`` (use ``"rdp"``).
     **params
         The algorithm's privacy parameters.
 
@@ -633,7 +657,7 @@ def max_iterations(
     )
     if eps is None:
         raise TypeError("epsilon is required")
-    acc = _Accounting(rels, accountant, relation)
+    acc = _Accounting(rels, accountant, relation, _check_init_mu(init_mu, accountant, rels))
     guess, upper = acc.guesses(eps, delta, chains)
     what = (f"epsilon={eps:g}, delta={delta:g} with {chains} chain(s) of {algorithm} "
             f"({accountant}, {relation})")
@@ -649,6 +673,8 @@ def spent(
     accountant: str | None = None,
     *,
     relation: str = RELATION,
+    init_mu: float = 0.0,
+    init_steps: int = 1,
     **params,
 ) -> PrivacyReport:
     """Privacy spent by ``chains`` chains of ``iterations`` iterations each.
@@ -669,6 +695,10 @@ def spent(
         As in :func:`max_iterations` (``None``: the tightest that applies).
     relation : {"substitute", "substitute-legacy"}, optional
         As in :func:`max_iterations` (keyword only); recorded in the report.
+    init_mu : float, optional
+        As in :func:`max_iterations`; the report lists the start as its own mechanism.
+    init_steps : int, optional
+        Number of releases the start made (recorded in the report).
     **params
         The algorithm's privacy parameters.
 
@@ -682,9 +712,14 @@ def spent(
     )
     iterations = check_int("iterations", iterations, minimum=1)
     total = iterations * chains
-    acc = _Accounting(rels, accountant, relation)
+    init_mu = _check_init_mu(init_mu, accountant, rels)
+    init_steps = check_int("init_steps", init_steps, minimum=1)
+    acc = _Accounting(rels, accountant, relation, init_mu)
     eps, details = acc.epsilon(total, delta)
     mechanisms = []
+    if init_mu:
+        mechanisms.append({"name": "private initialisation (clipped gradient sums)", "kind": GAUSSIAN,
+                           "count": init_steps, "per_iteration": 0, "total_mu": init_mu})
     for r in rels:
         entry = r.to_dict()
         entry["count"] = r.per_iteration * total

@@ -147,7 +147,9 @@ class PrivacyReport:
                 )
                 lines.append(
                     f"  {mech['name']} ({mech['kind']}): {mech['count']} releases"
-                    f" ({mech['per_iteration']} per iteration){'; ' + desc if desc else ''}"
+                    + (" (once, before the chains)" if mech["per_iteration"] == 0
+                       else f" ({mech['per_iteration']} per iteration)")
+                    + ("; " + desc if desc else "")
                 )
         for key, value in self.details.items():
             lines.append(f"{key.replace('_', ' ')}: {_fmt(value)}")

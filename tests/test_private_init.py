@@ -1,0 +1,98 @@
+"""theta0="private": a start near the mode for an accounted share of the budget."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dpmcmc
+from dpmcmc import accounting
+from dpmcmc.samplers.private_init import init_plan, private_start
+
+N, DIM = 4000, 2
+TRUTH = np.array([3.0, -2.0])
+DATA = np.clip(np.random.default_rng(0).normal(TRUTH, 1.0, size=(N, DIM)), -8, 8)
+POST_MEAN = DATA.sum(0) / (N + 0.01)
+POST_SD = 1 / np.sqrt(N + 0.01)
+RUN = dict(epsilon=4.0, delta=1e-6, progress=False, tau=0.5, clip=20.0, proposal_std=0.003)
+
+
+def _model():
+    return dpmcmc.Model(log_likelihood=lambda t, x: -0.5 * jnp.sum((x - t) ** 2),
+                        log_prior=lambda t: -0.5 * jnp.sum(t ** 2) / 100.0, dim=DIM, name="gauss-mean",
+                        sample_prior=lambda k, shape: 10.0 * jax.random.normal(k, (*shape, DIM)))
+
+
+def test_private_start_is_accounted_as_its_own_mechanism():
+    res = dpmcmc.sample(_model(), DATA, "dp-penalty", theta0="private", key=jax.random.key(1), **RUN)
+    rep = res.privacy
+    init_mu = 0.1 * accounting.gaussian_mu(4.0, 1e-6)
+    (init,) = [m for m in rep.mechanisms if m["name"].startswith("private initialisation")]
+    assert init["total_mu"] == pytest.approx(init_mu) and init["count"] == 30
+    k = res.samples.shape[1]
+    # Gaussian composition: the start's μ plus every iteration's μ = 1/(2τ²n), exactly.
+    total = init_mu + k * 4 / (2 * 0.25 * N)
+    assert rep.details["total_mu"] == pytest.approx(total)
+    assert rep.epsilon == pytest.approx(accounting.gaussian_epsilon(total, 1e-6)) and rep.epsilon <= 4.0
+    assert k == accounting.max_iterations("dp-penalty", 4.0, 1e-6, N, tau=0.5, init_mu=init_mu)
+    assert k < accounting.max_iterations("dp-penalty", 4.0, 1e-6, N, tau=0.5)
+    plan = dpmcmc.plan(_model(), N, "dp-penalty", theta0="private",
+                       **{k_: v for k_, v in RUN.items() if k_ != "progress"})
+    assert plan.iterations == k and res.plan.iterations == k
+
+
+def test_private_start_lands_near_the_mode_where_prior_draws_do_not():
+    errs = {}
+    for theta0 in (None, "private"):
+        res = dpmcmc.sample(_model(), DATA, "dp-penalty", theta0=theta0, key=jax.random.key(7),
+                            iterations=1, **{k: v for k, v in RUN.items() if k != "epsilon"},
+                            ) if theta0 is None else dpmcmc.sample(
+            _model(), DATA, "dp-penalty", theta0=theta0, key=jax.random.key(7), **RUN)
+        errs[theta0] = np.abs(res.samples[:, 0] - POST_MEAN) / POST_SD
+    # Resolution of the start: σ/n per coordinate ≈ C√(2K/μ_init)/n ≈ 7 posterior sds here.
+    assert np.median(errs["private"]) < 15, errs["private"]
+    assert np.median(errs[None]) > 10 * np.median(errs["private"])
+    # Over-dispersed: the chains do not all start at one point.
+    assert np.ptp(errs["private"][:, 0]) > 0
+
+
+def test_the_start_reads_the_data_only_through_the_released_sums():
+    # Two data sets with the same gradient sum Σ(x_i − θ) at every θ (same Σx_i, nothing clipped)
+    # but different records give the same start with the same released noise (same key).
+    other = DATA.copy()
+    other[0] += 1.5
+    other[1] -= 1.5
+    plan = init_plan(N, 0.05, 20.0, 30)
+    with jax.enable_x64(True):
+        a, trace_a = private_start(jax.random.key(3), _model(), jnp.asarray(DATA), jnp.zeros(DIM), plan, 4)
+        b, trace_b = private_start(jax.random.key(3), _model(), jnp.asarray(other), jnp.zeros(DIM), plan, 4)
+        c, _ = private_start(jax.random.key(4), _model(), jnp.asarray(DATA), jnp.zeros(DIM), plan, 4)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(trace_a["theta"]), np.asarray(trace_b["theta"]), atol=1e-9)
+    assert not np.allclose(np.asarray(a), np.asarray(c))  # the noise does enter
+
+
+@pytest.mark.parametrize("kwargs, exc, name", [
+    (dict(algorithm="rwmh", iterations=5, proposal_std=0.1), ValueError, "private algorithms"),
+    (dict(epsilon=None, iterations=5), ValueError, "epsilon"),
+    (dict(init_share=1.0), ValueError, "init_share"),
+    (dict(init_steps=0), ValueError, "init_steps"),
+    (dict(secure=True), ValueError, "secure"),
+    (dict(theta0="prior"), ValueError, "theta0"),
+    (dict(algorithm="dp-sgld", noise_multiplier=2.0, batch_size=100, grad_clip=20.0, step_size=1e-5),
+     ValueError, "accountant='rdp'"),
+    (dict(algorithm="dp-barker", batch_size=100, proposal_std=0.01), ValueError, "gradient bound"),
+])
+def test_bad_private_init_arguments_are_named_before_any_data(kwargs, exc, name):
+    call = dict(RUN, algorithm="dp-penalty", theta0="private")
+    call.update(kwargs)
+    if call["algorithm"] != "dp-penalty":
+        for key in ("tau", "clip", "proposal_std"):
+            if key not in kwargs:
+                call.pop(key)
+    if call["algorithm"] == "rwmh":
+        call.pop("epsilon"), call.pop("delta")
+    # Checked before the data's values (a NaN table would fail later); the accountant's refusal
+    # comes with the budget, before any noise.
+    data = DATA if "accountant" in name else np.full_like(DATA, np.nan)
+    with pytest.raises(exc, match=name):
+        dpmcmc.sample(_model(), data, call.pop("algorithm"), **call)
