@@ -300,8 +300,7 @@ def plan(
     >>> p.iterations > 0
     True
     """
-    from . import accounting
-    from .accounting._checks import check_int, check_positive, check_probability
+    from .accounting._checks import check_int, check_positive
     from .models.base import Model
     from .samplers import ALGORITHMS
 
@@ -323,28 +322,14 @@ def plan(
         epsilon = check_positive("epsilon", epsilon)
     report = None
     if spec.private:
-        if delta is None:
-            raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
-        delta = check_probability("delta", delta)
-        acct = spec.accounting_params(prepared)
-        steps_kw = {}
-        if isinstance(theta0, str) and theta0 == "private":
-            if epsilon is None:
-                raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
-            if isinstance(init_share, bool) or not isinstance(init_share, (int, float)) or not 0 < init_share < 1:
-                raise ValueError(f"init_share must lie in (0, 1), got {init_share!r}")
-            acct = dict(acct, init_mu=init_share * accounting.gaussian_mu(epsilon, delta))
-            steps_kw = {"init_steps": check_int("init_steps", init_steps, minimum=1)}
-        if iterations is None:
-            if epsilon is None:
-                raise ValueError("give epsilon (the budget sets the run length) or iterations")
-            iterations = accounting.max_iterations(algorithm, epsilon, delta, n, chains=chains,
-                                                   accountant=accountant, relation=relation, **acct)
-        report = accounting.spent(algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-                                  relation=relation, **acct, **steps_kw)
-        if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
-            raise ValueError(f"iterations={iterations} per chain with chains={chains} spends "
-                             f"ε={report.epsilon:.6g}, more than epsilon={epsilon:g}")
+        private_init = isinstance(theta0, str) and theta0 == "private"
+        if private_init:
+            from .api import _check_private_init  # the same checks as dpmcmc.sample
+
+            _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
+        iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
+                                     accountant, relation, init_share if private_init else None,
+                                     init_steps)
     else:
         if epsilon is not None or delta is not None:
             raise ValueError(f"algorithm {algorithm!r} is not private: it takes no epsilon/delta")
@@ -352,6 +337,39 @@ def plan(
             raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
     return _build(algorithm, prepared, n, shape.dim, chains, iterations, epsilon, delta, report,
                   shape.temperature)
+
+
+def account(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, delta, iterations,
+            accountant, relation: str, init_share=None, init_steps: int = 1):
+    """(iterations per chain, PrivacyReport) of a private run, as ``dpmcmc.sample`` accounts it.
+
+    The run length is the largest the budget buys when ``iterations`` is None; otherwise the
+    report states what the given length spends, which must fit ``epsilon`` when given. With
+    ``init_share`` (``theta0="private"``) that share of gaussian_mu(ε, δ) goes to the start.
+    """
+    from . import accounting
+    from .accounting._checks import check_positive
+
+    if delta is None:
+        raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
+    acct = spec.accounting_params(prepared)
+    steps_kw = {}
+    if init_share is not None:
+        acct = dict(acct, init_mu=init_share * accounting.gaussian_mu(epsilon, delta))
+        steps_kw = {"init_steps": init_steps}
+    if iterations is None:
+        if epsilon is None:
+            raise ValueError("give epsilon (the budget sets the run length) or iterations")
+        epsilon = check_positive("epsilon", epsilon)
+        iterations = accounting.max_iterations(algorithm, epsilon, delta, n, chains=chains,
+                                               accountant=accountant, relation=relation, **acct)
+    report = accounting.spent(algorithm, iterations, delta, n, chains=chains, accountant=accountant,
+                              relation=relation, **acct, **steps_kw)
+    if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
+        raise ValueError(
+            f"iterations={iterations} per chain with chains={chains} spends ε={report.epsilon:.6g} "
+            f"at δ={delta:g}, more than epsilon={epsilon:g}; lower iterations or omit it")
+    return iterations, report
 
 
 def warn(p: Plan, stacklevel: int = 3) -> None:

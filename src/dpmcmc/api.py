@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import accounting
 from ._checkpoint import CheckpointError, data_digest, jsonable, read_checkpoint, write_checkpoint
 from ._keys import resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
@@ -358,39 +357,19 @@ def sample(
 
     report = None
     if spec.private:
-        if delta is None:
-            raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
-        acct_params = spec.accounting_params(prepared)
-        if accountant is None:
-            accountant = accounting.supported_accountants(algorithm)[0]
-        init_mu = 0.0
-        if private_init:
-            init_mu = init_share * accounting.gaussian_mu(epsilon, delta)
-            acct_params = dict(acct_params, init_mu=init_mu)
         if saved is not None:
             # Resuming: the run was accounted when it started; taking its length and report from
             # the checkpoint spends nothing again.
-            iterations = saved["planned"]
-            report = saved["report"]
-        elif iterations is None:
-            if epsilon is None:
-                raise ValueError("give epsilon (the budget sets the run length) or iterations")
-            epsilon = check_positive("epsilon", epsilon)
-            iterations = accounting.max_iterations(
-                algorithm, epsilon, delta, n, chains=chains, accountant=accountant,
-                relation=relation, **acct_params
-            )
-        if report is None:
-            report = accounting.spent(
-                algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-                relation=relation, **acct_params, **({"init_steps": init_steps} if private_init else {})
-            )
-        if epsilon is not None:
-            if report.epsilon > epsilon * (1 + 1e-12):
-                raise ValueError(
-                    f"iterations={iterations} per chain with chains={chains} spends ε={report.epsilon:.6g} "
-                    f"at δ={delta:g}, more than epsilon={epsilon:g}; lower iterations or omit it"
-                )
+            iterations, report = saved["planned"], saved["report"]
+            if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
+                raise ValueError(f"the checkpoint's run spends ε={report.epsilon:.6g}, more than "
+                                 f"epsilon={epsilon:g}")
+        else:
+            from ._plan import account
+
+            iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
+                                         accountant, relation, init_share if private_init else None,
+                                         init_steps)
     else:
         if epsilon is not None or delta is not None:
             raise ValueError(
@@ -429,6 +408,8 @@ def sample(
             secret = (secure_key_from_os() if isinstance(secure_key, str) else secure_key).words
         init_key = jax.random.split(key)[0]
         if private_init:
+            # The μ the report charges for the start is the μ its releases draw: one source.
+            (init_mu,) = [m["total_mu"] for m in report.mechanisms if m.get("per_iteration") == 0]
             theta0_arr = _private_start(model, data_arr, init_key, chains, n, init_mu, init_bound,
                                         init_steps)
         else:
