@@ -518,7 +518,8 @@ def _compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
     """The compiled chunk program of a run, as ``run_chains`` would compile it (not run).
 
     For inspection: ``_compiled_chunk(...).as_text()`` is the optimised HLO, where tests check
-    that no data array is a constant of the program. Arguments as in :func:`run_chains`.
+    that no data array is a constant of the program. Arguments as in :func:`run_chains`
+    (``kernel`` may also be a :class:`DataKernel`, with ``data`` omitted).
     """
     with jax.enable_x64(True):
         return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret)
@@ -533,7 +534,12 @@ def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret):
     secure = secure_secret is not None
     if secure:
         _secure_builder(kernel, "secure_secret")
-    runner, _ = _make_chunk_runner(kernel, int(length), state, chain_keys, secure)
+    # Through the program cache: a DataKernel with a cache key (``api._run_kernel``'s) is
+    # compiled here exactly as a run of ``length`` iterations without progress bar compiles it,
+    # and such a run then reuses this executable.
+    chunk = _chunk_program(kernel, int(length), state, chain_keys, secure)
     secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
-    return runner.lower(state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret,
-                        _split(kernel)[1]).compile()
+    args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret, _split(kernel)[1])
+    compiled = chunk.run.lower(*args).compile()
+    chunk.compiled.add(_compile_cache.signature(args))
+    return compiled
