@@ -38,6 +38,7 @@ PARAMS = {
     "minibatch-penalty": dict(tau=1.0, batch_size=100, clip=0.2, proposal_std=0.01),
 }
 CHAINS = 2
+ITERATIONS = 12
 
 _CONSTANT = re.compile(r"=\s*(\w+)\[([\d,]*)\]\S*\s+constant\(")
 _PARAMETER = re.compile(r"=\s*(\w+)\[([\d,]*)\]\S*\s+parameter\((\d+)\)(.*)")
@@ -80,7 +81,10 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
     model, data, theta0 = banana
     bound, closure = both_paths(algorithm, model, data)
     key = jax.random.key(1)
-    new = _driver._compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
+    # The run's kernel as dpmcmc.sample builds it, compiled through the driver's program cache
+    # for a run of ITERATIONS (as test_sample_draws_equal_the_closure_path runs it): that test
+    # then reuses this program instead of compiling it again.
+    new = _driver._compiled_chunk(bound, theta0, key, ITERATIONS).as_text()
     old = _driver._compiled_chunk(closure, theta0, key, 4).as_text()
     # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
     # below is able to fail.
@@ -104,11 +108,11 @@ def test_sample_draws_equal_the_closure_path(banana, algorithm):
     """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run."""
     model, data, theta0 = banana
     key = jax.random.key(5)
-    res = dpmcmc.sample(model, data, algorithm, chains=CHAINS, iterations=12, key=key,
+    res = dpmcmc.sample(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, key=key,
                         theta0=theta0, delta=1e-5, progress=False, **PARAMS[algorithm])
     _, closure = both_paths(algorithm, model, data)
     # dpmcmc.sample runs the chains with the second half of its key.
-    pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], 12,
+    pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], ITERATIONS,
                            progress=False)
     np.testing.assert_array_equal(res.samples, np.asarray(pos))
     # Every algorithm here is private: its accept flags are released, per draw.

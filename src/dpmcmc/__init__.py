@@ -32,6 +32,7 @@ _LAZY = {
     "NonPrivateDiagnostics": ("dpmcmc.result", "NonPrivateDiagnostics"),
     "ReleasedStatistics": ("dpmcmc.result", "ReleasedStatistics"),
     "PrivacyReport": ("dpmcmc.accounting", "PrivacyReport"),
+    "set_compile_cache": ("dpmcmc._compile_cache", "set_compile_cache"),
 }
 
 __all__ = ["accounting", "models", "samplers", "diagnostics", *_LAZY]

@@ -507,7 +507,11 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
             return spec.build(model, d, prepared)
         return spec.build(model, d, prepared, noise=noise)
 
-    return DataKernel(build, data)
+    # The compiled programs are reused by later calls with the same algorithm, model object and
+    # parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not on data.
+    from ._compile_cache import kernel_cache_key
+
+    return DataKernel(build, data, cache_key=kernel_cache_key(algorithm, spec.build, model, prepared))
 
 
 # ------------------------------------------------------------------------------ secure mode

@@ -32,17 +32,31 @@ the ``jax.Ref`` of :class:`~dpmcmc.samplers._sharding.ShardedRows`) reach the pr
 parameters, sharded as they were placed. :func:`dpmcmc.sample` always runs this way. A ready
 ``Kernel`` is still accepted (audits, tests and benchmarks build kernels directly); its data are
 then constants of the program.
+
+Compiled once
+-------------
+A :class:`DataKernel` with a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model
+object, prepared parameters) has its jitted functions kept in
+:data:`dpmcmc._compile_cache.PROGRAMS`, keyed also on the chains, the chunk length, secure mode
+and the shapes, dtypes, shardings and static layout of the state, keys and data: a repeated call
+with new data of the same shape neither traces nor compiles again. Such a run also turns on
+JAX's persistent compilation cache (:func:`dpmcmc._compile_cache.ensure_persistent_cache`), so
+a new process loads the program instead of compiling it; the program holds no data, key or
+secret, which are all arguments. The chunk program is compiled before the first chunk runs, so
+the progress output shows a "compiling" phase apart from the sampling bar.
 """
 from __future__ import annotations
 
 import inspect
 import numbers
+import time
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpmcmc import _compile_cache
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._types import Kernel
 
@@ -92,15 +106,24 @@ class DataKernel:
         never its values: it runs on tracers.
     data : pytree
         The kernel's data: an array, a ``PreparedData`` or a ``ShardedRows``.
+    cache_key : hashable, optional
+        What ``build`` depends on besides the data's static layout (for ``dpmcmc.sample``:
+        :func:`dpmcmc._compile_cache.kernel_cache_key` of the algorithm, model and prepared
+        parameters). Two DataKernels with equal keys must build the same kernel from the same
+        data; the driver then reuses the compiled programs of the first (see the module
+        docstring). None (default): compiled afresh for every run.
     """
 
-    __slots__ = ("build", "data")
+    __slots__ = ("build", "data", "cache_key")
 
-    def __init__(self, build: Callable[[Any], Kernel], data: Any):
+    def __init__(self, build: Callable[[Any], Kernel], data: Any, cache_key: Any = None):
         if not callable(build):
             raise TypeError(f"build must be a callable build(data) -> Kernel, got {type(build).__name__}")
+        if cache_key is not None:
+            hash(cache_key)  # a TypeError here, not at the first lookup
         self.build = build
         self.data = data
+        self.cache_key = cache_key
 
 
 def _split(kernel):
@@ -125,10 +148,54 @@ def _replicated_sharding(data):
     return None
 
 
+def _cache_key(kernel):
+    return kernel.cache_key if isinstance(kernel, DataKernel) else None
+
+
 def _init_states(kernel, theta0: Array):
     """``vmap(init)`` over the rows of ``theta0``, compiled with the data as an argument."""
     build, data = _split(kernel)
-    return jax.jit(lambda d, th: jax.vmap(build(d).init)(th))(data, theta0)
+    key = _cache_key(kernel)
+    init = None if key is None else _compile_cache.PROGRAMS.get(("init", key))
+    if init is None:
+        init = jax.jit(lambda d, th: jax.vmap(build(d).init)(th))
+        if key is not None:
+            # jit itself keys its executables on the arguments' shapes and dtypes.
+            _compile_cache.PROGRAMS.put(("init", key), init)
+    return init(data, theta0)
+
+
+class _Chunk:
+    """A run's chunk program: the jitted function, its Info shape, the argument signatures
+    already compiled."""
+
+    __slots__ = ("run", "info_shape", "compiled")
+
+    def __init__(self, run, info_shape):
+        self.run = run
+        self.info_shape = info_shape
+        self.compiled = set()
+
+
+def _chunk_program(kernel, length: int, state, chain_keys, secure: bool) -> _Chunk:
+    """The chunk program of a run, from :data:`PROGRAMS` when the kernel has a cache key.
+
+    The key holds everything the traced function depends on: the kernel's key (algorithm,
+    model, parameters), the chunk length, secure mode, and the static signatures of the state,
+    the chain keys and the data (the chain count is in the keys' shape). Never the values.
+    """
+    kernel_key = _cache_key(kernel)
+    key = None
+    if kernel_key is not None:
+        key = ("chunk", kernel_key, int(length), bool(secure), _compile_cache.signature(state),
+               _compile_cache.signature(chain_keys), _compile_cache.signature(_split(kernel)[1]))
+        hit = _compile_cache.PROGRAMS.get(key)
+        if hit is not None:
+            return hit
+    chunk = _Chunk(*_make_chunk_runner(kernel, length, state, chain_keys, secure))
+    if key is not None:
+        _compile_cache.PROGRAMS.put(key, chunk)
+    return chunk
 
 
 def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = False):
@@ -343,9 +410,13 @@ def _restore(template, given, what):
 
 def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress, secure,
                 secret, resume, on_chunk):
+    if _cache_key(kernel) is not None:
+        # A dpmcmc.sample run (its programs hold no data): let a new process load them.
+        _compile_cache.ensure_persistent_cache()
     chain_keys = jax.random.split(key, chains)
     state = _init_states(kernel, theta0)
-    runner, info_shape = _make_chunk_runner(kernel, chunk_size, state, chain_keys, secure)
+    chunk = _chunk_program(kernel, chunk_size, state, chain_keys, secure)
+    runner, info_shape = chunk.run, chunk.info_shape
     secret_arg = secret if secure else jnp.zeros(8, jnp.uint32)
     data = _split(kernel)[1]
     positions, infos = [], []
@@ -377,11 +448,17 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
         info = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1), *infos)
         return pos, info
 
+    if done < num_iterations:
+        # Compiled before the first chunk runs, so that compiling is shown (and timed) apart
+        # from sampling; jit reuses this executable when the chunk is called.
+        args = (state, chain_keys, jnp.uint32(done), jnp.uint32(done + chunk_size), secret_arg, data)
+        _compile(chunk, args, progress)
+
     bar = None
     if progress:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
-        bar = Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(),
+        bar = Progress(TextColumn("sampling "), BarColumn(), MofNCompleteColumn(),
                        TextColumn("iterations"), TimeElapsedColumn(), TimeRemainingColumn(),
                        transient=False)
         bar.start()
@@ -414,12 +491,35 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
     return pos, info
 
 
+def _compile(chunk: _Chunk, args: tuple, progress: bool) -> None:
+    """Compile ``chunk.run`` for ``args`` unless already done, showing "compiling…" with
+    ``progress``."""
+    sig = _compile_cache.signature(args)
+    if sig in chunk.compiled:
+        return
+    if not progress:
+        chunk.run.lower(*args).compile()
+    else:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        phase = Progress(TextColumn("{task.description}"), SpinnerColumn(finished_text=" "),
+                         TimeElapsedColumn(), transient=False)
+        with phase:
+            task = phase.add_task("compiling…", total=1)
+            start = time.perf_counter()
+            chunk.run.lower(*args).compile()
+            phase.update(task, completed=1,
+                         description=f"compiled  ({time.perf_counter() - start:.1f} s)")
+    chunk.compiled.add(sig)
+
+
 def _compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
                     data: Any = _NO_DATA, secure_secret: Optional[Array] = None):
     """The compiled chunk program of a run, as ``run_chains`` would compile it (not run).
 
     For inspection: ``_compiled_chunk(...).as_text()`` is the optimised HLO, where tests check
-    that no data array is a constant of the program. Arguments as in :func:`run_chains`.
+    that no data array is a constant of the program. Arguments as in :func:`run_chains`
+    (``kernel`` may also be a :class:`DataKernel`, with ``data`` omitted).
     """
     with jax.enable_x64(True):
         return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret)
@@ -434,7 +534,12 @@ def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret):
     secure = secure_secret is not None
     if secure:
         _secure_builder(kernel, "secure_secret")
-    runner, _ = _make_chunk_runner(kernel, int(length), state, chain_keys, secure)
+    # Through the program cache: a DataKernel with a cache key (``api._run_kernel``'s) is
+    # compiled here exactly as a run of ``length`` iterations without progress bar compiles it,
+    # and such a run then reuses this executable.
+    chunk = _chunk_program(kernel, int(length), state, chain_keys, secure)
     secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
-    return runner.lower(state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret,
-                        _split(kernel)[1]).compile()
+    args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret, _split(kernel)[1])
+    compiled = chunk.run.lower(*args).compile()
+    chunk.compiled.add(_compile_cache.signature(args))
+    return compiled

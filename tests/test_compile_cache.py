@@ -1,0 +1,257 @@
+"""Compile once: repeated ``dpmcmc.sample`` calls reuse their program; a new process loads it.
+
+- In one process, a second call with the same model object and parameters on new data of the
+  same shape compiles nothing (counted with JAX's compile-time events) and gives the draws of a
+  fresh compilation; other parameters get their own program.
+- JAX's persistent cache is turned on in a user cache directory at the first sampling call
+  (opt-out by environment or ``dpmcmc.set_compile_cache``; a user's own JAX cache setting is
+  left alone), a new process loads the chain program from it, and no file it writes holds a
+  value of the data: the files are decompressed and searched for the data's bytes, and the same
+  search finds them in a program that closes over the data (so it can fail).
+- With a progress bar, compiling is shown as its own phase before the sampling bar.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import traceback
+
+import jax
+import numpy as np
+import pytest
+
+import dpmcmc
+from dpmcmc import _compile_cache
+from dpmcmc.models import preset
+
+PENALTY = dict(tau=0.17, proposal_std=0.06, clip=0.15)
+SRC = os.path.join(os.path.dirname(__file__), "..", "src")
+
+
+class CompileCounter:
+    """Counts XLA compilations, and traces of sampler code (the chain driver or a kernel),
+    through JAX's monitoring events. (``dpmcmc.sample`` traces the model's functions on every
+    call, by design: the model contract is checked on shapes before anything runs.)"""
+
+    def __init__(self):
+        self.compiles = self.traces = 0
+
+    def __call__(self, name, duration, **kwargs):
+        if name == "/jax/core/compile/backend_compile_duration":
+            self.compiles += 1
+        elif name == "/jax/core/compile/jaxpr_trace_duration":
+            where = [f.filename for f in traceback.extract_stack()]
+            self.traces += any(os.path.join("dpmcmc", "samplers") in w for w in where)
+
+    def __enter__(self):
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self)
+
+
+@pytest.fixture(scope="module")
+def banana():
+    p = preset("banana-2d", n=500, key=jax.random.key(0))
+    return p.model, np.asarray(p.data), np.asarray(p.theta_true)
+
+
+def test_repeated_call_on_new_data_compiles_nothing(banana):
+    model, data, theta0 = banana
+    first = dpmcmc.sample(model, data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
+                          key=jax.random.key(1), progress=False, theta0=theta0, **PENALTY)
+    new_data = data[::-1] + 30.0  # same shape, other values
+    with CompileCounter() as count:
+        again = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
+                              key=jax.random.key(2), progress=False, theta0=theta0, **PENALTY)
+    assert count.compiles == 0 and count.traces == 0, (count.compiles, count.traces)
+    # The program reads the data it is given: the same key on the new data gives other draws
+    # than on the first data (the data are an argument, not a constant of the cached program).
+    same_key = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
+                             key=jax.random.key(1), progress=False, theta0=theta0, **PENALTY)
+    assert not np.array_equal(same_key.samples, first.samples)
+    assert np.ptp(first.samples[0, :, 0]) > 0  # the chains move
+    assert again.samples.shape == first.samples.shape
+
+
+def test_cached_programs_give_the_draws_of_a_fresh_compilation(banana):
+    """A cache hit must run the program of ITS parameters and data: the draws of every call
+    equal those after the cache is emptied, whichever programs were cached before."""
+    model, data, theta0 = banana
+    runs = [("dp-penalty", dict(PENALTY)), ("dp-penalty", dict(PENALTY, proposal_std=0.1)),
+            ("dp-penalty", dict(PENALTY)), ("rwmh", dict(proposal_std=0.06))]
+    warm = []
+    for algorithm, params in runs:
+        delta = 1e-5 if algorithm != "rwmh" else None
+        warm.append(dpmcmc.sample(model, data, algorithm, chains=2, iterations=20, delta=delta,
+                                  key=jax.random.key(3), progress=False, theta0=theta0,
+                                  **params).samples)
+    for (algorithm, params), drawn in zip(runs, warm):
+        _compile_cache.PROGRAMS.clear()
+        delta = 1e-5 if algorithm != "rwmh" else None
+        fresh = dpmcmc.sample(model, data, algorithm, chains=2, iterations=20, delta=delta,
+                              key=jax.random.key(3), progress=False, theta0=theta0,
+                                  **params).samples
+        np.testing.assert_array_equal(drawn, fresh)
+    assert not np.array_equal(warm[0], warm[1])  # another proposal scale, another program
+
+
+def test_progress_shows_compiling_apart_from_sampling(banana, capsys):
+    model, data, theta0 = banana
+    kw = dict(chains=2, iterations=40, delta=1e-5, key=jax.random.key(4), theta0=theta0, **PENALTY)
+    dpmcmc.sample(model, data, "dp-penalty", progress=True, **dict(kw, clip=0.21))
+    out = capsys.readouterr().out
+    assert "compil" in out and "sampling" in out
+    assert out.index("compil") < out.index("sampling")
+    # Compiled already: the second call shows the sampling bar only.
+    dpmcmc.sample(model, data * 0.9, "dp-penalty", progress=True, **dict(kw, clip=0.21))
+    out = capsys.readouterr().out
+    assert "sampling" in out and "compil" not in out
+
+
+def test_persistent_cache_switches(tmp_path, monkeypatch):
+    """Opt-out by environment or switch, the XDG location, and a user's JAX setting left alone."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    assert jax.config.jax_compilation_cache_dir is None  # the suite runs without one
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _compile_cache.persistent_cache_dir() == str(tmp_path / "xdg" / "dpmcmc" / "jax")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # ignored, as the XDG spec says
+    assert _compile_cache.persistent_cache_dir() == os.path.join(
+        os.path.expanduser("~"), ".cache", "dpmcmc", "jax")
+    monkeypatch.setenv("DPMCMC_NO_COMPILE_CACHE", "1")
+    assert _compile_cache.ensure_persistent_cache() is None
+    assert jax.config.jax_compilation_cache_dir is None
+    try:
+        dpmcmc.set_compile_cache(True, directory=tmp_path / "mine")  # overrides the environment
+        assert _compile_cache.ensure_persistent_cache() == str(tmp_path / "mine")
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
+        assert (os.stat(tmp_path / "mine").st_mode & 0o777) == 0o700
+        dpmcmc.set_compile_cache(False)
+        assert jax.config.jax_compilation_cache_dir is None
+        assert _compile_cache.ensure_persistent_cache() is None
+        # The user's own cache directory is theirs: dpmcmc neither moves nor turns it off.
+        dpmcmc.set_compile_cache(True)
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "users"))
+        assert _compile_cache.ensure_persistent_cache() == str(tmp_path / "users")
+        dpmcmc.set_compile_cache(False)
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "users")
+        with pytest.raises(TypeError, match="enabled"):
+            dpmcmc.set_compile_cache("yes")
+    finally:
+        _compile_cache._switch = None
+        _compile_cache._directory = None
+        jax.config.update("jax_compilation_cache_dir", None)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        compilation_cache.reset_cache()
+        _compile_cache._ours = None
+
+
+# A fresh process with the persistent cache in a temporary XDG_CACHE_HOME. Phase "write": samples
+# with dp-hmc and dp-penalty on data of distinctive values (every program compiled is written:
+# min compile time 0, a user setting dpmcmc keeps), lists the files written, then compiles a
+# program that CLOSES OVER the data, the leak the search must be able to see. Phase "read": the
+# dp-penalty call again, counting persistent-cache hits and compilations of the chain program.
+CHILD = textwrap.dedent(r"""
+    import json, os, sys, logging, io
+    import jax, jax.numpy as jnp, numpy as np
+    from jax._src import compilation_cache as cc
+    phase = sys.argv[1]
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    import dpmcmc
+    from dpmcmc.models import preset
+
+    p = preset("banana-2d", n=300, key=jax.random.key(0))
+    rng = np.random.default_rng(7)
+    data = 0.5 + rng.random((300, 2))   # values that are nowhere else
+    np.save(os.environ["DATA_FILE"], data)
+    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "dpmcmc", "jax")
+
+    def files():
+        out = {}
+        for root, _, names in os.walk(cache):
+            for name in names:
+                path = os.path.join(root, name)
+                raw = open(path, "rb").read()
+                try:
+                    raw = cc.decompress_executable(raw)
+                except Exception:
+                    pass
+                out[path] = raw.hex()
+        return out
+
+    hits = [0]
+    compiles = []
+    jax.monitoring.register_event_listener(
+        lambda name, **kw: hits.__setitem__(0, hits[0] + (name == "/jax/compilation_cache/cache_hits")))
+    log = io.StringIO()
+    logging.getLogger("jax").addHandler(logging.StreamHandler(log))
+    penalty = dict(tau=0.17, proposal_std=0.06, clip=0.15)
+    result = {}
+    with jax.log_compiles(True):
+        if phase == "write":
+            dpmcmc.sample(p.model, data, "dp-hmc", chains=2, iterations=3, delta=1e-5, progress=False,
+                          tau_l=0.1, tau_g=0.55, step_size=0.01, leapfrog_steps=2, clip=0.1,
+                          grad_clip=0.05)
+        r = dpmcmc.sample(p.model, data, "dp-penalty", chains=2, iterations=3, delta=1e-5,
+                          key=jax.random.key(1), progress=False, **penalty)
+    result["sampling_files"] = files()
+    result["hits"] = hits[0]
+    result["run_compiles"] = log.getvalue().count("Compiling jit(run)")
+    result["run_hits"] = log.getvalue().count("cache hit for 'jit_run'")
+    result["log"] = log.getvalue()[-4000:]
+    result["samples"] = np.asarray(r.samples).tolist()
+    if phase == "write":
+        const = jnp.asarray(data)
+        jax.jit(lambda t: jnp.sum((const - t) ** 2))(jnp.float64(0.3)).block_until_ready()
+        result["all_files"] = files()
+    print("RESULT" + json.dumps(result))
+""")
+
+
+def _child(phase, tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"), DATA_FILE=str(tmp_path / "data.npy"),
+               PYTHONPATH=os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")]))
+    env.pop("DPMCMC_NO_COMPILE_CACHE", None)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env["JAX_ENABLE_X64"] = "1"
+    proc = subprocess.run([sys.executable, "-c", CHILD, phase], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def _leaks(blob: bytes, data: np.ndarray) -> int:
+    """How many records of ``data`` appear in ``blob``, as float64 values or as float32 pairs
+    (the gradient copy, row- or column-major): 8-byte patterns, never found by chance."""
+    found = 0
+    for i in range(0, data.shape[0], 7):
+        pats = [data[i, 0].tobytes(), data[i, 1].tobytes(),
+                data[i].astype(np.float32).tobytes()]
+        if i + 1 < data.shape[0]:
+            pats.append(data[i:i + 2, 0].astype(np.float32).tobytes())
+        found += any(p in blob for p in pats)
+    return found
+
+
+def test_persistent_cache_holds_no_data_and_serves_a_new_process(tmp_path):
+    first = _child("write", tmp_path)
+    data = np.load(tmp_path / "data.npy")
+    sampling = {k: bytes.fromhex(v) for k, v in first["sampling_files"].items()}
+    # The chain programs were written to the user cache directory ...
+    assert first["run_compiles"] == 2 and len(sampling) >= 2
+    assert all(k.startswith(str(tmp_path / "xdg" / "dpmcmc" / "jax")) for k in sampling)
+    # ... and none of the files holds a record of the data.
+    assert sum(_leaks(blob, data) for blob in sampling.values()) == 0
+    # The search can fail: a program closing over the data is written with the data inside.
+    closure = [bytes.fromhex(v) for k, v in first["all_files"].items() if k not in sampling]
+    assert closure and max(_leaks(blob, data) for blob in closure) > 10
+    # A new process loads the dp-penalty chain program instead of compiling it.
+    second = _child("read", tmp_path)
+    assert second["run_hits"] == 1, second["log"]
+    np.testing.assert_array_equal(second["samples"], first["samples"])
