@@ -458,15 +458,15 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
     draws = check_int("draws", params.pop("draws", 1000), minimum=1)
     rp = nag.release_plan(model, n, d, gaussian_mu(epsilon, delta), noise_sd=noise_sd_scaled,
                           **params)
-    run_plan = _glm_plan(rp, model, epsilon, delta, gaussian_epsilon(
-        float(sum(rp.grad_mu) + sum(rp.hess_mu)), delta))
+    total_mu = float(sum(rp.grad_mu) + sum(rp.hess_mu))
+    run_plan = _glm_plan(rp, model, epsilon, delta, gaussian_epsilon(total_mu, delta))
     report = PrivacyReport(
         epsilon=run_plan.epsilon_spent, delta=delta, relation="substitute",
         accountant="pld", algorithm=NOISE_AWARE, iterations=rp.steps, chains=1, n=n,
         mechanisms=rp.mechanisms(),
         params={"family": model, "steps": rp.steps, "grad_bound": rp.grad_bound,
                 "hess_bound": rp.hess_bound, "prior_sd": prior_sd},
-        details={"total_mu": float(sum(rp.grad_mu) + sum(rp.hess_mu)),
+        details={"total_mu": total_mu,
                  "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
                           "(post-processing of the releases; they cost no privacy)"})
     if ledger is not None:
