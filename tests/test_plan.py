@@ -75,6 +75,19 @@ def test_sample_attaches_the_plan_and_warns_before_any_noise():
     assert res.samples.shape[1] == res.plan.iterations == res.privacy.iterations
 
 
+def test_a_run_length_the_user_fixed_is_not_warned_about():
+    # "The budget buys only k iterations" is a warning about what (ε, δ) bought; a user who
+    # fixed `iterations` (with δ only, or for a non-private sampler) asked for exactly that many.
+    model = _flat_model(1)
+    short = dpmcmc.plan(model, 1000, "dp-penalty", iterations=3, delta=1e-6, chains=1, tau=0.1,
+                        clip=1.0, proposal_std=0.01)
+    assert not any("buys only" in w for w in short.warnings)
+    assert not any("buys only" in w for w in dpmcmc.plan(model, 1000, "rwmh", iterations=3,
+                                                         proposal_std=0.1).warnings)
+    bought = dpmcmc.plan(_flat_model(2), 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, **README_HMC)
+    assert bought.iterations < 10 and any("buys only" in w for w in bought.warnings)
+
+
 def test_plan_does_not_depend_on_the_data():
     model = _flat_model(1)
     kw = dict(iterations=20, delta=1e-6, chains=2, progress=False, tau=0.1, clip=1.0, proposal_std=0.1)

@@ -205,9 +205,12 @@ def _noise_lines(algorithm: str, p: dict, n: int, dim: int,
     return ()
 
 
-def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int) -> tuple[str, ...]:
+def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_budget: bool
+              ) -> tuple[str, ...]:
     out = []
-    if iterations < MIN_MOVING_ITERATIONS:
+    # Only a run length the budget chose is worth a warning: a user who fixed `iterations`
+    # (or runs a non-private sampler) asked for exactly that many.
+    if from_budget and iterations < MIN_MOVING_ITERATIONS:
         out.append(f"the budget buys only {iterations} iteration(s) per chain ({chains} chain(s)): the "
                    "chains cannot move away from their start, and the result is little more than the "
                    "start. Raise ε, use fewer chains, a larger τ (more noise per release), or "
@@ -240,7 +243,7 @@ def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterat
         iterations=int(iterations), warmup=0,
         epsilon_spent=None if report is None else float(report.epsilon),
         params=dict(prepared), noise=noise,
-        warnings=_warnings(algorithm, int(iterations), noise, chains),
+        warnings=_warnings(algorithm, int(iterations), noise, chains, from_budget=epsilon is not None),
         notes=_notes(int(iterations)),
     )
 
