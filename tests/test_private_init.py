@@ -96,3 +96,21 @@ def test_bad_private_init_arguments_are_named_before_any_data(kwargs, exc, name)
     data = DATA if "accountant" in name else np.full_like(DATA, np.nan)
     with pytest.raises(exc, match=name):
         dpmcmc.sample(_model(), data, call.pop("algorithm"), **call)
+
+
+def test_public_point_is_the_densest_candidate_not_the_mean_of_prior_draws():
+    # The banana prior θ₂ = z₂ − a z₁² (σ₀² = 1000, a = 20) has its mean near −a σ₀² = −2·10⁴,
+    # far beyond what 30 sign steps travel; the start must be a point of high prior density.
+    from dpmcmc.models import banana
+    from dpmcmc.samplers.private_init import public_point
+
+    model = banana(dim=2, a=20.0, sigma0_sq=1000.0)
+    draws = np.asarray(model.sample_prior(jax.random.key(0), (64,)))
+    assert abs(draws.mean(axis=0)[1]) > 1e3          # the old choice: deep in the tail
+    point = public_point(model, draws)
+    logp = jax.vmap(model.log_prior)(jnp.asarray(np.vstack([np.zeros(2), draws])))
+    assert float(model.log_prior(jnp.asarray(point))) == pytest.approx(float(jnp.max(logp)))
+    assert abs(point[1]) < 100.0
+    # A centred prior's mode is the origin: chosen over every draw.
+    np.testing.assert_array_equal(public_point(_model(), np.ones((5, _model().dim))), 0.0)
+    np.testing.assert_array_equal(public_point(_model()), 0.0)

@@ -124,13 +124,11 @@ def _check_private_init(spec, prepared: dict, epsilon, secure_key, share, steps)
 def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: int, n: int,
                    init_mu: float, bound: float, steps: int) -> np.ndarray:
     """Starts from :mod:`dpmcmc.samplers.private_init` (float64 noise, from a public point)."""
-    from .samplers.private_init import init_plan, private_start
+    from .samplers.private_init import init_plan, private_start, public_point
 
     k_prior, k_init = jax.random.split(key)
-    # The public point: the average of prior draws where the model can draw them, else zeros.
-    start = np.zeros(model.dim)
-    if model.sample_prior is not None:
-        start = _default_theta0(model, k_prior, 64).mean(axis=0)
+    candidates = _default_theta0(model, k_prior, 64) if model.sample_prior is not None else None
+    start = public_point(model, candidates)
     plan = init_plan(n, init_mu, bound, steps)
     with jax.enable_x64(True):
         starts, _ = private_start(k_init, model, jnp.asarray(data_arr), jnp.asarray(start), plan, chains)

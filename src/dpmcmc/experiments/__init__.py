@@ -22,9 +22,9 @@ and ``*.pdf`` and ``OUT/report.md`` (written by ``dpmcmc experiment-aggregate``)
 
 Start modes. Every sampling experiment runs twice: ``paper`` (the papers' starts near the true
 parameters — they read the truth behind the data and are labelled NON-PRIVATE in every output)
-and ``private`` (the library's data-independent default start;
-:func:`dpmcmc.experiments._common.private_start` is the one place to plug in a private
-initialisation later).
+and ``private`` (the library's private initialisation, ``theta0="private"``, where the sampler
+supports it, else its data-independent default; :func:`dpmcmc.experiments._common.private_start`
+decides which).
 """
 from __future__ import annotations
 

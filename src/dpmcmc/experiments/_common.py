@@ -33,7 +33,9 @@ START_MODES = ("paper", "private")
 #: How each start mode is labelled in every output (table column ``start_label``).
 START_LABELS = {
     "paper": "NON-PRIVATE start: near the true parameters, read from the data's truth (as the papers do)",
-    "private": "private start: the library's data-independent default (prior draws)",
+    "private": ("private start: the library's private initialisation (theta0='private': a share of "
+                "the budget on noisy clipped gradient steps, in the privacy report) where the sampler "
+                "has a per-record bound; else its data-independent default (prior draws)"),
 }
 
 
@@ -75,18 +77,38 @@ def _paper_start(pre, chains: int, seed: int, ref: Optional[np.ndarray], start: 
     return np.asarray(pre.theta_true, dtype=np.float64) + sd * rng.standard_normal((chains, dim))
 
 
-def private_start(pre, chains: int, seed: int) -> None:
-    """The private start: ``None`` lets ``dpmcmc.sample`` draw its data-independent default.
+def private_start(pre, chains: int, seed: int, algorithm: Optional[str] = None,
+                  params: Optional[dict] = None) -> Optional[str]:
+    """The private start of ``algorithm``: ``"private"`` or ``None`` (prior draws).
 
-    This is the one place to change when the library's private initialisation and warm-up
-    adaptation land: return what they produce (and account their cost in the run's report).
+    ``"private"`` is :func:`dpmcmc.sample`'s private initialisation (``theta0="private"``: 10 % of
+    the budget on noisy clipped gradient steps, accounted in the run's report). It is used for the
+    private samplers whose every release is a full-data Gaussian mechanism (DP penalty, DP-HMC):
+    their tightest accountant (PLD) composes the start exactly. The subsampled samplers' PLD does
+    not yet compose a fixed Gaussian start (``dpmcmc.accounting`` refuses it rather than
+    approximate), DP Barker refuses a private start, and the non-private samplers of the clipping
+    experiment need none: these start from the library's data-independent default, prior draws
+    (``None``).
     """
-    return None
+    import dpmcmc
+
+    from ..samplers import ALGORITHMS
+
+    if algorithm is None:
+        return None
+    spec = ALGORITHMS[algorithm]
+    if not spec.private:
+        return None
+    n = int(pre.data.shape[0])
+    prepared = spec.prepare(dict(params or {}), pre.model, n)
+    kinds = {r.kind for r in dpmcmc.accounting.releases(algorithm, n, **spec.accounting_params(prepared))}
+    return "private" if kinds == {dpmcmc.accounting.GAUSSIAN} else None
 
 
 def start_points(mode: str, pre, chains: int, seed: int, ref: Optional[np.ndarray],
-                 start: Optional[dict] = None) -> Optional[np.ndarray]:
-    """Starting points ``(chains, dim)`` for a start mode, or ``None`` for the library default.
+                 start: Optional[dict] = None, algorithm: Optional[str] = None,
+                 params: Optional[dict] = None):
+    """Starting points ``(chains, dim)`` for a start mode, ``"private"`` or ``None`` (prior draws).
 
     Parameters
     ----------
@@ -101,11 +123,14 @@ def start_points(mode: str, pre, chains: int, seed: int, ref: Optional[np.ndarra
     start : dict, optional
         The paper's start description: ``{"kind": "normal", "mean", "variance"}`` or
         ``{"std": value}``; default the 000 §4.1 rule.
+    algorithm : str, optional
+        The sampler, and ``params`` its parameters (the private mode's start depends on them,
+        see :func:`private_start`).
     """
     if mode == "paper":
         return _paper_start(pre, chains, seed, ref, start or {})
     if mode == "private":
-        return private_start(pre, chains, seed)
+        return private_start(pre, chains, seed, algorithm, params)
     raise ValueError(f"start must be one of {START_MODES}, got {mode!r}")
 
 
@@ -137,12 +162,13 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     n = int(pre.data.shape[0])
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
     if spec.private:
-        prepared = spec.prepare(dict(params), pre.model, n)
         acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
         try:
-            budget = dpmcmc.accounting.max_iterations(
-                algorithm, epsilon, delta, n, chains=chains, accountant=acc, relation=relation,
-                **spec.accounting_params(prepared))
+            # The plan accounts as dpmcmc.sample does, the private start's share included.
+            budget = dpmcmc.plan(pre.model, n, algorithm, epsilon=epsilon, delta=delta, chains=chains,
+                                 accountant=acc, relation=relation,
+                                 theta0=theta0 if isinstance(theta0, str) else None,
+                                 **params).iterations
         except ValueError as err:
             if "budget too small" not in str(err):
                 raise

@@ -64,7 +64,8 @@ def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fra
         ref = reference_draws(cell["model"], mcfg.get("n"), cfg["reference_draws"], cfg["seed"])
     # Starts depend on the repeat only: every algorithm and ε of a repeat shares them.
     start_seed = cell_seed(cfg["seed"], cell["model"], "start", cell["repeat"])
-    theta0 = start_points(cell["start"], pre, cfg["chains"], start_seed, ref, mcfg.get("start"))
+    theta0 = start_points(cell["start"], pre, cfg["chains"], start_seed, ref, mcfg.get("start"),
+                          algorithm=acfg["algorithm"], params=acfg["params"])
     run_seed = cell_seed(cfg["seed"], cell["id"])
     alg = acfg["algorithm"]
     res, info = run_one(pre, alg, acfg["params"], epsilon=cell["epsilon"],

@@ -48,11 +48,32 @@ import jax.numpy as jnp
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._releases import release_grad
 
-__all__ = ["InitPlan", "init_plan", "private_start", "GROW", "SHRINK"]
+__all__ = ["InitPlan", "init_plan", "private_start", "public_point", "GROW", "SHRINK"]
 
 GROW, SHRINK = 1.2, 0.5
 DEFAULT_STEPS = 30
 DEFAULT_FIRST_STEP = 0.1
+
+
+def public_point(model, candidates=None):
+    """Where the private initialisation starts: a public point of high prior density.
+
+    The candidates are the origin and, when given, prior draws ``(k, dim)``; the one with the
+    largest ``model.log_prior`` wins (public: the prior and public randomness only). The mean of
+    prior draws, the earlier choice, can lie far out in the prior's tail: for the banana prior
+    θ₂ = z₂ − a z₁² its mean is about −a σ₀², thousands of posterior sds away, beyond what the
+    K sign steps can travel; the densest draw sits near the prior's mode, and the origin is the
+    mode of the usual centred priors (the GLMs' N(0, s²)).
+    """
+    import numpy as np
+
+    points = np.zeros((1, model.dim))
+    if candidates is not None:
+        points = np.concatenate([points, np.asarray(candidates, dtype=np.float64).reshape(-1, model.dim)])
+    with jax.enable_x64(True):
+        logp = np.asarray(jax.vmap(model.log_prior)(jnp.asarray(points)), dtype=np.float64)
+    logp = np.where(np.isfinite(logp), logp, -np.inf)
+    return points[int(np.argmax(logp))]
 
 
 class InitPlan(NamedTuple):
