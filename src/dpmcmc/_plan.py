@@ -86,8 +86,8 @@ class Plan:
     iterations : int
         Iterations per chain.
     warmup : int
-        Iterations per chain that are not posterior draws. 0 today: dpmcmc does no warm-up
-        adaptation, every iteration is returned (burn-in is the user's choice, on the result).
+        Iterations per chain that adapt the sampler and are not returned as draws (included in
+        ``iterations``; ``dpmcmc.sample(warmup=...)``, 0 by default and in :func:`dpmcmc.plan`).
     epsilon_spent : float or None
         ε at ``delta`` the run spends (≤ ε when ε was given).
     params : dict
@@ -232,7 +232,7 @@ def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_b
 
 
 def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterations: int,
-           epsilon, delta, report, temperature: float = 1.0) -> Plan:
+           epsilon, delta, report, temperature: float = 1.0, warmup: int = 0) -> Plan:
     noise = _noise_lines(algorithm, prepared, n, dim, float(temperature)) if report is not None else ()
     return Plan(
         algorithm=algorithm, n=n, dim=dim, chains=chains,
@@ -240,7 +240,7 @@ def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterat
         delta=None if delta is None else float(delta),
         accountant=None if report is None else report.accountant,
         relation=None if report is None else report.relation,
-        iterations=int(iterations), warmup=0,
+        iterations=int(iterations), warmup=int(warmup),
         epsilon_spent=None if report is None else float(report.epsilon),
         params=dict(prepared), noise=noise,
         warnings=_warnings(algorithm, int(iterations), noise, chains, from_budget=epsilon is not None),

@@ -175,6 +175,7 @@ def sample(
     ledger: Any = None,
     init_share: float = 0.1,
     init_steps: int = 30,
+    warmup: Any = 0,
     _on_chunk: Optional[Callable[[Any], None]] = None,
     **params: Any,
 ) -> Result:
@@ -216,7 +217,16 @@ def sample(
     init_steps : int, default 30
         With ``theta0="private"``: the number of gradient releases.
     iterations : int, optional
-        Iterations per chain (see ``epsilon``).
+        Iterations per chain (see ``epsilon``), warm-up included.
+    warmup : int or "auto", default 0
+        Warm-up iterations per chain that adapt the step size (DP-HMC, HMC) or the proposal
+        scale (DP penalty, minibatch penalty, DP Barker, RWMH) by dual averaging toward a target
+        acceptance, and, from 40 iterations on, a diagonal scale from the warm-up draws
+        (:mod:`dpmcmc.samplers._warmup`). They are part of ``iterations``, so the budget pays for
+        them like any others, and cost nothing beyond that: the adaptation reads only the
+        released accept flags and draws (docs/post_processing.md). Their draws are dropped:
+        ``samples`` holds ``iterations − warmup`` per chain, and ``Result.adapted`` the adapted
+        values. ``"auto"``: half the iterations. Not for dp-sgld / dp-sgnht (no accept step).
     accountant : {"pld", "zcdp", "rdp", "rdp-direct"}, optional
         Which accountant turns the releases into (ε, δ). Default: the tightest one that
         applies to ``algorithm`` ("pld" where it applies; "rdp-direct" for DP Barker, whose
@@ -326,6 +336,13 @@ def sample(
     private_init = isinstance(theta0, str) and theta0 == "private"
     if isinstance(theta0, str) and not private_init:
         raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
+    from .samplers._warmup import ADAPTATIONS
+
+    if not (isinstance(warmup, str) and warmup == "auto"):
+        warmup = check_int("warmup", warmup, minimum=0)
+    if warmup and algorithm not in ADAPTATIONS:
+        raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt to; warmup applies to "
+                         f"{sorted(ADAPTATIONS)}")
     init_bound = None
     if private_init:
         init_bound = _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
@@ -346,7 +363,8 @@ def sample(
     if ckpt_path is not None:
         # The caller's arguments as given (before defaults are resolved), so a resumed call is
         # compared with the first one on exactly what the user controls.
-        fingerprint = _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta,
+        fingerprint = _fingerprint(model, data_arr, algorithm,
+                                   dict(prepared, warmup=warmup) if warmup else prepared, chains, epsilon, delta,
                                    iterations, accountant, relation,
                                    "private" if private_init else theta0_given,
                                    secure_key is not None)
@@ -377,12 +395,17 @@ def sample(
             raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
         if saved is not None:
             iterations = saved["planned"]
+    if warmup == "auto":
+        warmup = iterations // 2
+    if warmup >= iterations:
+        raise ValueError(f"warmup={warmup} must be less than the run's {iterations} iterations per chain "
+                         "(warm-up included)")
 
     # The plan (public inputs only): its warnings reach the user before any noise is drawn.
     from . import _plan
 
     run_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta, report,
-                           model.temperature)
+                           model.temperature, warmup=warmup)
     _plan.warn(run_plan)
     if the_ledger is not None and saved is None:
         # Charged at the start: once noise is drawn on the data the budget is spent, even if the
@@ -421,9 +444,15 @@ def sample(
     # Traced and run with 64-bit JAX types, scoped to this call and thread (the user's global
     # setting is left as it was): privacy noise is float64 whatever jax_enable_x64 says.
     with jax.enable_x64(True):
-        kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh)
+        kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh, warmup)
         chunk_size = None
+        last = {}
         on_chunk = _on_chunk
+        if warmup:
+            def on_chunk(progress_so_far):
+                last["state"] = progress_so_far.state  # the adapted values are in the final state
+                if _on_chunk is not None:
+                    _on_chunk(progress_so_far)
         if ckpt_path is not None:
             chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
             saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
@@ -434,6 +463,7 @@ def sample(
 
             def on_chunk(progress_so_far):
                 saver.write(progress_so_far)
+                last["state"] = progress_so_far.state
                 if _on_chunk is not None:
                     _on_chunk(progress_so_far)
         positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
@@ -441,6 +471,13 @@ def sample(
                                       resume=None if saved is None else saved["progress"],
                                       on_chunk=on_chunk)
 
+        adapted = None
+        if warmup:
+            # The warm-up draws are not posterior draws: dropped, like their flags.
+            positions = positions[:, warmup:]
+            infos = jax.tree.map(lambda a: a[:, warmup:], infos)
+            if "state" in last:
+                adapted = _adapted_values(ADAPTATIONS[algorithm], prepared, last["state"])
         clip_fraction = np.asarray(jnp.mean(infos.clip_fraction, axis=1))
         accepted = np.asarray(infos.accepted, dtype=bool)
         diverged = np.asarray(infos.diverged, dtype=bool)
@@ -468,13 +505,23 @@ def sample(
         secure=secret is not None,
         released=released,
         plan=run_plan,
+        adapted=adapted,
     )
 
 
 # ------------------------------------------------------------------------------ the run's kernel
 
+def _adapted_values(adaptation, prepared: dict, state) -> dict:
+    """The adapted parameters per chain from the final state of an adaptive run (public)."""
+    scale = np.asarray(state.scale, dtype=np.float64)
+    diag = np.asarray(state.diagonal, dtype=np.float64)
+    if adaptation.step == adaptation.diagonal:
+        return {adaptation.step: scale[:, None] * diag}
+    return {adaptation.step: scale * float(prepared[adaptation.step]), adaptation.diagonal: diag}
+
+
 def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algorithm: str,
-                mesh: Any = None):
+                mesh: Any = None, warmup: int = 0):
     """The run's kernel builder and its data, as a ``DataKernel`` for the chain driver.
 
     The data are laid out here, once, from the host array: in blocks (``PreparedData``, with the
@@ -499,17 +546,29 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
         # From the host array: each device receives only its own rows.
         data = shard_rows(data_arr, mesh)
 
-    def build(d, noise=None):
+    def build_plain(d, noise=None, p=prepared):
         # The chain driver passes its noise source (the run's secret) in secure mode only.
         if noise is None:
-            return spec.build(model, d, prepared)
-        return spec.build(model, d, prepared, noise=noise)
+            return spec.build(model, d, p)
+        return spec.build(model, d, p, noise=noise)
+
+    build = build_plain
+    if warmup:
+        from .samplers._warmup import ADAPTATIONS, adaptive_kernel
+
+        adaptation = ADAPTATIONS[algorithm]
+        base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
+
+        def build(d, noise=None):
+            return adaptive_kernel(lambda over: build_plain(d, noise, {**prepared, **over}),
+                                   adaptation, base, warmup)
 
     # The compiled programs are reused by later calls with the same algorithm, model object and
     # parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not on data.
     from ._compile_cache import kernel_cache_key
 
-    return DataKernel(build, data, cache_key=kernel_cache_key(algorithm, spec.build, model, prepared))
+    return DataKernel(build, data, cache_key=(kernel_cache_key(algorithm, spec.build, model, prepared),
+                                              "warmup", int(warmup)))
 
 
 # ------------------------------------------------------------------------------ secure mode

@@ -408,6 +408,9 @@ def sample_command(
     iterations: Optional[int] = typer.Option(
         None, "--iterations", help="Iterations per chain (default: as many as the budget buys)."
     ),
+    warmup: Optional[int] = typer.Option(
+        None, "--warmup", help="Samplers: warm-up iterations per chain (part of the run) that adapt the "
+        "step size or proposal scale from released accept flags, at no extra privacy cost."),
     step_size: Optional[float] = typer.Option(None, "--step-size", help="Leapfrog step size (default 0.01)."),
     leapfrog_steps: Optional[int] = typer.Option(None, "--leapfrog-steps", help="Leapfrog steps L."),
     tau_l: Optional[float] = typer.Option(None, "--tau-l", help="dp-hmc: τ of the log-likelihood ratio (default 0.1)."),
@@ -449,7 +452,7 @@ def sample_command(
         if seed < 0:
             _fail(f"--seed must be a non-negative integer, got {seed}")
         key = jax.random.key(seed)
-    given = dict(iterations=iterations, step_size=step_size, leapfrog_steps=leapfrog_steps, tau_l=tau_l,
+    given = dict(iterations=iterations, warmup=warmup, step_size=step_size, leapfrog_steps=leapfrog_steps, tau_l=tau_l,
                  tau_g=tau_g, clip=clip, grad_clip=grad_clip)
     kwargs = {k: v for k, v in given.items() if v is not None}
     if prior_sd is not None:

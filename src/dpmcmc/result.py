@@ -292,6 +292,10 @@ class Result:
         The run's plan (public inputs only: iterations, noise next to the moves, warnings), as
         :func:`dpmcmc.plan` gives it. Not saved to the file (recompute it from the report's
         parameters); ``None`` for a loaded result.
+    adapted : dict or None
+        After a warm-up (``dpmcmc.sample(warmup=...)``): the adapted parameters per chain
+        (``proposal_std`` (chains, dim), or ``step_size`` (chains,) and ``mass`` (chains, dim)),
+        post-processing of released values. Not saved to the file; ``None`` otherwise.
     """
 
     samples: np.ndarray
@@ -304,6 +308,7 @@ class Result:
     released: Optional[ReleasedStatistics] = field(default=None, repr=False)
     param_names: Optional[tuple] = None
     plan: Any = field(default=None, repr=False, compare=False)
+    adapted: Optional[dict] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.param_names is not None:

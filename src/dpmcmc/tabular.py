@@ -409,7 +409,7 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
 
 
 _RUN_KEYS = {"iterations", "accountant", "relation", "progress", "secure", "checkpoint",
-             "checkpoint_every", "mesh", "theta0"}
+             "checkpoint_every", "mesh", "theta0", "warmup", "init_share", "init_steps"}
 
 
 def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, params: dict) -> None:
