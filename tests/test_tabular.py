@@ -97,6 +97,21 @@ def test_private_run_uses_every_row_despite_out_of_range_covariates():
     assert res.params["clip"] == res.params["grad_clip"] == math.sqrt(4)
 
 
+def test_sampler_path_starts_privately_by_default_with_epsilon():
+    # The data holder's dp-hmc default: a private start, charged as its own mechanism; a start the
+    # user gives (or a run with iterations and delta only) has none.
+    df = _table(200)
+    kw = dict(target="default", bounds=BOUNDS, algorithm="dp-hmc", chains=2, progress=False,
+              leapfrog_steps=2, key=jax.random.key(1))
+    res = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, **kw)
+    names = [m["name"] for m in res.privacy.mechanisms]
+    assert any(nm.startswith("private initialisation") for nm in names), names
+    assert res.privacy.epsilon <= 20.0
+    given = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, theta0=np.zeros(4), **kw)
+    assert not any(m["name"].startswith("private initialisation") for m in given.privacy.mechanisms)
+    assert given.samples.shape[1] > res.samples.shape[1]      # the start's share buys iterations
+
+
 def test_default_clips():
     assert default_clips("logistic", 3) == (2.0, 2.0)
     # linear: sqrt(1+d) (1 + sqrt(1+d) R) / s^2 with d = 3, R = 1, s = 0.5: 2 * 3 / 0.25.
