@@ -8,9 +8,9 @@ error) and empirically as in 002 (sup |empirical CDF of N(0, C) + X_corr − log
 ``runs`` samples of ``samples`` draws, mean ± s.e.).
 
 Figs 5–6: the non-private baseline ("barker-full-data") is the Barker test on all n records each
-step, same tempered model and proposal: the exact tempered Barker chain. (The library's
-full-data samplers ``rwmh``/``hmc`` currently fail on the ``gmm-2d`` model with a JAX
-``KeyError: 'subfuns'``; see the report.) 002 does not state its proposal;
+step, same tempered model and proposal: the exact tempered Barker chain, which differs from DP
+Barker only in the subsampled, noisy test (an MH baseline such as ``rwmh`` would also change the
+acceptance rule). 002 does not state its proposal;
 we use proposal sd 0.05 (about a third of the tempered posterior's sd, our choice, not tuned)
 and a fixed run length; ε(t) is ``accounting.spent("dp-barker", t, ...)``. 002 started from a
 DPVI estimate (ε = 0.21); the ``paper`` start here is θ_true + N(0, 0.1²) (NON-PRIVATE).
