@@ -108,7 +108,11 @@ def test_result_parts_and_report():
     assert res.samples.shape == (2, res.privacy.iterations, 2)
     assert res.privacy.epsilon <= 30.0 and res.privacy.chains == 2
     # The budget buys exactly this many iterations: one more would overspend.
-    more = dpmcmc.accounting.spent("dp-penalty", res.privacy.iterations + 1, 1e-3, 60, chains=2, tau=0.5)
+    # theta0=None: the run starts privately (init_share 0.1 of μ, 30 steps), charged in the report.
+    init = dict(init_mu=0.1 * dpmcmc.accounting.gaussian_mu(30.0, 1e-3), init_steps=30)
+    assert any(m["name"].startswith("private initialisation") for m in res.privacy.mechanisms)
+    more = dpmcmc.accounting.spent("dp-penalty", res.privacy.iterations + 1, 1e-3, 60, chains=2, tau=0.5,
+                                   **init)
     assert more.epsilon > 30.0
     assert res.secure is False
     assert "NOT PRIVATE" in repr(res.diagnostics)

@@ -27,8 +27,11 @@ def _flat_model(dim=1):
 
 def test_readme_example_at_small_budget_warns_in_plain_words():
     p = dpmcmc.plan(2, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, **README_HMC)
+    # theta0=None: a private start takes 10 % of μ; the iterations get the rest.
+    assert p.start.startswith("private")
     assert p.iterations == dpmcmc.accounting.max_iterations(
-        "dp-hmc", 1.0, 1e-6, 10_000, chains=1, tau_l=0.1, tau_g=0.55, leapfrog_steps=25)
+        "dp-hmc", 1.0, 1e-6, 10_000, chains=1, tau_l=0.1, tau_g=0.55, leapfrog_steps=25,
+        init_mu=0.1 * dpmcmc.accounting.gaussian_mu(1.0, 1e-6))
     assert p.iterations < 10 and not p.ok
     assert any("cannot move" in w for w in p.warnings)
     assert "WARNING" in str(p) and f"iterations per chain: {p.iterations}" in str(p)

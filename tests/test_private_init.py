@@ -114,3 +114,35 @@ def test_public_point_is_the_densest_candidate_not_the_mean_of_prior_draws():
     # A centred prior's mode is the origin: chosen over every draw.
     np.testing.assert_array_equal(public_point(_model(), np.ones((5, _model().dim))), 0.0)
     np.testing.assert_array_equal(public_point(_model()), 0.0)
+
+
+def test_default_start_is_private_exactly_where_it_applies():
+    # theta0=None starts privately when the budget sets the run length and the accountant
+    # composes the start; elsewhere prior draws. All decided from public inputs (dpmcmc.plan).
+    m = _model()
+    pen = dict(tau=0.5, clip=20.0, proposal_std=0.003)
+    sgld = dict(step_size=1e-5, batch_size=100, noise_multiplier=2.0, grad_clip=20.0)
+    start = lambda alg, **kw: dpmcmc.plan(m, N, alg, delta=1e-6, chains=2, **kw).start  # noqa: E731
+    assert start("dp-penalty", epsilon=4.0, **pen).startswith("private")
+    assert start("dp-penalty", iterations=50, **pen).startswith("data-independent")
+    assert start("dp-penalty", epsilon=4.0, theta0=np.zeros(DIM), **pen) == "given by the user"
+    assert start("dp-sgld", epsilon=4.0, **sgld).startswith("data-independent")   # PLD: not composed
+    assert start("dp-sgld", epsilon=4.0, accountant="rdp", **sgld).startswith("private")
+    assert start("dp-barker", epsilon=4.0, batch_size=100, proposal_std=0.01).startswith("data-independent")
+    # A budget that pays for an iteration but not also for the start: prior draws, not an error
+    # (τ = 0.05, n = 4000, 2 chains: one iteration costs μ = 0.1; ε = 2.05 buys μ = 0.105).
+    tiny = dict(tau=0.05, clip=20.0, proposal_std=0.003)
+    lone = accounting.max_iterations("dp-penalty", 2.05, 1e-6, N, chains=2, tau=0.05)
+    assert lone >= 1
+    with pytest.raises(ValueError, match="budget too small"):
+        accounting.max_iterations("dp-penalty", 2.05, 1e-6, N, chains=2, tau=0.05,
+                                  init_mu=0.1 * accounting.gaussian_mu(2.05, 1e-6))
+    p = dpmcmc.plan(m, N, "dp-penalty", epsilon=2.05, delta=1e-6, chains=2, **tiny)
+    assert p.start.startswith("data-independent") and p.iterations == lone
+    # The run does what its plan says.
+    res = dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, chains=2, key=jax.random.key(0),
+                        progress=False, **pen)
+    assert res.plan.start.startswith("private")
+    assert any(x["name"].startswith("private initialisation") for x in res.privacy.mechanisms)
+    assert dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, chains=2, key=jax.random.key(0),
+                         progress=False, secure=True, **pen).plan.start.startswith("data-independent")

@@ -85,6 +85,9 @@ class Plan:
     accountant, relation : str or None
     iterations : int
         Iterations per chain.
+    start : str
+        Where the chains start: the private initialisation, data-independent draws, or the
+        user's points.
     warmup : int
         Iterations per chain that adapt the sampler and are not returned as draws (included in
         ``iterations``; ``dpmcmc.sample(warmup=...)``, 0 by default and in :func:`dpmcmc.plan`).
@@ -115,6 +118,7 @@ class Plan:
     noise: tuple = ()
     warnings: tuple = ()
     notes: tuple = ()
+    start: str = "data-independent"
 
     @property
     def ok(self) -> bool:
@@ -125,7 +129,7 @@ class Plan:
         """The plan as plain JSON-able data."""
         out = {k: getattr(self, k) for k in ("algorithm", "n", "dim", "chains", "epsilon", "delta",
                                              "accountant", "relation", "iterations", "warmup",
-                                             "epsilon_spent")}
+                                             "epsilon_spent", "start")}
         out["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
         out["noise"] = [vars(line).copy() for line in self.noise]
         out["warnings"] = list(self.warnings)
@@ -139,6 +143,7 @@ class Plan:
             lines.append(f"  budget: {budget}δ = {self.delta:g} ({self.accountant}, {self.relation})")
         spent = "" if self.epsilon_spent is None else f" (spends ε = {self.epsilon_spent:.4g})"
         lines.append(f"  iterations per chain: {self.iterations}{spent}; warm-up: {self.warmup}")
+        lines.append(f"  start: {self.start}")
         for line in self.noise:
             lines.append(f"  noise on the {line.name}: sd {line.noise_sd:.3g}; {line.reference}: {line.ratio:.3g}")
         for text in self.warnings:
@@ -232,7 +237,8 @@ def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_b
 
 
 def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterations: int,
-           epsilon, delta, report, temperature: float = 1.0, warmup: int = 0) -> Plan:
+           epsilon, delta, report, temperature: float = 1.0, warmup: int = 0,
+           start: str = "data-independent") -> Plan:
     noise = _noise_lines(algorithm, prepared, n, dim, float(temperature)) if report is not None else ()
     return Plan(
         algorithm=algorithm, n=n, dim=dim, chains=chains,
@@ -244,6 +250,7 @@ def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterat
         epsilon_spent=None if report is None else float(report.epsilon),
         params=dict(prepared), noise=noise,
         warnings=_warnings(algorithm, int(iterations), noise, chains, from_budget=epsilon is not None),
+        start=start,
         notes=_notes(int(iterations)),
     )
 
@@ -281,8 +288,10 @@ def plan(
     algorithm, epsilon, delta, chains, iterations, accountant, relation, **params
         As in :func:`dpmcmc.sample`.
     theta0, init_share, init_steps
-        As in :func:`dpmcmc.sample`: only ``theta0="private"`` matters here (its share of the
-        budget is not available to the iterations).
+        As in :func:`dpmcmc.sample`: whether the run starts privately (``"private"``, or ``None``
+        where that is the default, :func:`default_private_start`) matters here, since the
+        start's share of the budget is not available to the iterations; any other value stands
+        for starting points the user gives.
 
     Returns
     -------
@@ -325,21 +334,21 @@ def plan(
         epsilon = check_positive("epsilon", epsilon)
     report = None
     if spec.private:
-        private_init = isinstance(theta0, str) and theta0 == "private"
-        if private_init:
-            from .api import _check_private_init  # the same checks as dpmcmc.sample
-
-            _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
-        iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
-                                     accountant, relation, init_share if private_init else None,
-                                     init_steps)
+        if theta0 is not None and not (isinstance(theta0, str) and theta0 == "private"):
+            theta0 = "given"  # a start the user passes: no private initialisation
+        private, iterations, report = account_start(algorithm, spec, prepared, n, chains, epsilon, delta,
+                                                    iterations, accountant, relation,
+                                                    None if theta0 is None else theta0, False, init_share,
+                                                    init_steps)
+        start = start_label(private, theta0, init_share, init_steps)
     else:
         if epsilon is not None or delta is not None:
             raise ValueError(f"algorithm {algorithm!r} is not private: it takes no epsilon/delta")
         if iterations is None:
             raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
+        start = start_label(False, theta0, init_share, init_steps)
     return _build(algorithm, prepared, n, shape.dim, chains, iterations, epsilon, delta, report,
-                  shape.temperature)
+                  shape.temperature, start=start)
 
 
 def account(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, delta, iterations,
@@ -373,6 +382,66 @@ def account(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, 
             f"iterations={iterations} per chain with chains={chains} spends ε={report.epsilon:.6g} "
             f"at δ={delta:g}, more than epsilon={epsilon:g}; lower iterations or omit it")
     return iterations, report
+
+
+def start_label(private: bool, theta0, init_share: float, init_steps: int) -> str:
+    """The plan's one-line description of where the chains start."""
+    if private:
+        return (f"private initialisation ({init_share:g} of the budget's μ on {init_steps} noisy clipped "
+                "gradient steps)")
+    if theta0 is None:
+        return "data-independent (prior draws, or zeros without a prior sampler)"
+    return "given by the user"
+
+
+def default_private_start(spec, prepared: dict, epsilon, iterations, accountant, secure: bool) -> bool:
+    """Whether ``theta0=None`` means a private start (public inputs only).
+
+    Yes when the budget sets the run length (``epsilon`` given, ``iterations`` not), the sampler
+    is private with a per-record gradient bound (``grad_clip`` or ``clip``), it is not DP Barker,
+    the run is not in secure mode, and the accountant composes a fixed Gaussian start with the
+    sampler's releases: always for the full-data samplers (Gaussian releases), under
+    ``accountant="rdp"``/``"zcdp"`` for the subsampled ones (their PLD does not compose it).
+    Everywhere else ``theta0=None`` keeps its data-independent default, prior draws.
+    """
+    from . import accounting
+
+    if not spec.private or epsilon is None or iterations is not None or secure:
+        return False
+    if spec.name == "dp-barker" or prepared.get("grad_clip", prepared.get("clip")) is None:
+        return False
+    acc = accountant or accounting.supported_accountants(spec.name)[0]
+    kinds = {r.kind for r in accounting.releases(spec.name, 10**6, **spec.accounting_params(prepared))}
+    return kinds == {accounting.GAUSSIAN} or acc in ("rdp", "rdp-direct", "zcdp")
+
+
+def account_start(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, delta,
+                  iterations, accountant, relation: str, theta0, secure: bool, init_share: float,
+                  init_steps: int):
+    """``(private_start, iterations, report)``: the run's accounting with its start decided.
+
+    ``theta0="private"`` asks for the private start (refused, naming the argument, where it does
+    not apply); ``theta0=None`` gets it by :func:`default_private_start`, unless the budget is
+    too small to pay for both the start and one iteration, where the run falls back to prior
+    draws (a decision from public inputs). Shared by :func:`dpmcmc.sample` and :func:`plan`.
+    """
+    explicit = isinstance(theta0, str) and theta0 == "private"
+    private = explicit or (theta0 is None and default_private_start(spec, prepared, epsilon, iterations,
+                                                                    accountant, secure))
+    if private:
+        from .api import _check_private_init  # the same checks as dpmcmc.sample
+
+        _check_private_init(spec, prepared, epsilon, "secure" if secure else None, init_share, init_steps)
+        try:
+            iterations_, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
+                                          accountant, relation, init_share, init_steps)
+            return True, iterations_, report
+        except ValueError as err:
+            if explicit or "budget too small" not in str(err):
+                raise
+    iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
+                                 accountant, relation)
+    return False, iterations, report
 
 
 def warn(p: Plan, stacklevel: int = 3) -> None:

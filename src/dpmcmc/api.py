@@ -204,14 +204,17 @@ def sample(
         privacy guarantee, since anyone holding it can regenerate and subtract the noise — unless
         ``secure`` is on, where the noise does not depend on it.
     theta0 : array_like, shape (dim,) or (chains, dim), or "private", optional
-        Starting points. Default: independent draws from the prior (``model.sample_prior``), or
-        zeros when the model cannot draw from its prior — both data-independent.
-        ``"private"``: a private initialisation (:mod:`dpmcmc.samplers.private_init`) spends
-        ``init_share`` of the budget's μ on ``init_steps`` clipped gradient sums (bound: the
-        sampler's ``grad_clip``, else ``clip``) and starts the chains near the posterior mode;
-        the report lists it as its own mechanism and the iterations get the rest. Needs
-        ``epsilon``; not with ``secure`` or DP Barker yet; the subsampled samplers need
-        ``accountant="rdp"``.
+        Starting points. ``"private"``: a private initialisation
+        (:mod:`dpmcmc.samplers.private_init`) spends ``init_share`` of the budget's μ on
+        ``init_steps`` clipped gradient sums (bound: the sampler's ``grad_clip``, else ``clip``)
+        and starts the chains near the posterior mode; the report lists it as its own mechanism
+        and the iterations get the rest. Needs ``epsilon``; not with ``secure`` or DP Barker
+        yet; the subsampled samplers need ``accountant="rdp"``. Default (``None``): the private
+        start wherever it applies and the budget sets the run length (``epsilon`` given,
+        ``iterations`` not; see ``dpmcmc._plan.default_private_start``) and the budget can pay
+        for it and one iteration; otherwise independent draws from the prior
+        (``model.sample_prior``), or zeros when the model cannot draw from its prior — all
+        data-independent.
     init_share : float, default 0.1
         With ``theta0="private"``: the share of μ = gaussian_mu(ε, δ) the start spends, in (0, 1).
     init_steps : int, default 30
@@ -333,8 +336,8 @@ def sample(
     check_model(model, data_arr.shape, data_arr.dtype,
                 gradients=algorithm in _GRADIENT_ALGORITHMS,
                 grad_method=prepared.get("grad_method", "auto"))
-    private_init = isinstance(theta0, str) and theta0 == "private"
-    if isinstance(theta0, str) and not private_init:
+    explicit_private = isinstance(theta0, str) and theta0 == "private"
+    if isinstance(theta0, str) and not explicit_private:
         raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
     from .samplers._warmup import ADAPTATIONS
 
@@ -343,9 +346,8 @@ def sample(
     if warmup and algorithm not in ADAPTATIONS:
         raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt to; warmup applies to "
                          f"{sorted(ADAPTATIONS)}")
-    init_bound = None
-    if private_init:
-        init_bound = _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
+    if explicit_private:
+        _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     _check_finite(data_arr)
     if mesh is not None:
         from .samplers._sharding import check_mesh
@@ -356,7 +358,7 @@ def sample(
         epsilon = check_positive("epsilon", epsilon)
     if delta is not None:
         delta = check_probability("delta", delta)
-    theta0_given = None if theta0 is None or private_init else _validate_theta0(theta0, chains, model.dim)
+    theta0_given = None if theta0 is None or explicit_private else _validate_theta0(theta0, chains, model.dim)
     user_key = None if key is None else resolve_key(key)
 
     saved = fingerprint = None
@@ -366,26 +368,30 @@ def sample(
         fingerprint = _fingerprint(model, data_arr, algorithm,
                                    dict(prepared, warmup=warmup) if warmup else prepared, chains, epsilon, delta,
                                    iterations, accountant, relation,
-                                   "private" if private_init else theta0_given,
+                                   "private" if explicit_private else theta0_given,
                                    secure_key is not None)
         if os.path.exists(ckpt_path):
             saved = _load_checkpoint(ckpt_path, fingerprint, model, chains)
 
     report = None
+    private_init = False
     if spec.private:
         if saved is not None:
             # Resuming: the run was accounted when it started; taking its length and report from
             # the checkpoint spends nothing again.
             iterations, report = saved["planned"], saved["report"]
+            # (Its start was drawn then, privately if its report lists the initialisation.)
+            private_init = any(m.get("per_iteration") == 0 for m in report.mechanisms)
             if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
                 raise ValueError(f"the checkpoint's run spends ε={report.epsilon:.6g}, more than "
                                  f"epsilon={epsilon:g}")
         else:
-            from ._plan import account
+            from ._plan import account_start
 
-            iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
-                                         accountant, relation, init_share if private_init else None,
-                                         init_steps)
+            private_init, iterations, report = account_start(
+                algorithm, spec, prepared, n, chains, epsilon, delta, iterations, accountant, relation,
+                "private" if explicit_private else (None if theta0_given is None else "given"),
+                secure_key is not None, init_share, init_steps)
     else:
         if epsilon is not None or delta is not None:
             raise ValueError(
@@ -405,7 +411,9 @@ def sample(
     from . import _plan
 
     run_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta, report,
-                           model.temperature, warmup=warmup)
+                           model.temperature, warmup=warmup,
+                           start=_plan.start_label(private_init, None if theta0 is None else "given",
+                                                   init_share, init_steps))
     _plan.warn(run_plan)
     if the_ledger is not None and saved is None:
         # Charged at the start: once noise is drawn on the data the budget is spent, even if the
@@ -431,6 +439,7 @@ def sample(
         if private_init:
             # The μ the report charges for the start is the μ its releases draw: one source.
             (init_mu,) = [m["total_mu"] for m in report.mechanisms if m.get("per_iteration") == 0]
+            init_bound = _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
             theta0_arr = _private_start(model, data_arr, init_key, chains, n, init_mu, init_bound,
                                         init_steps)
         else:

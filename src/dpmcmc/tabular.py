@@ -565,9 +565,9 @@ def glm(
         ``hessian_share`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
         passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
         ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
-        ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01 and, with ``epsilon`` given (not in
-        secure mode), ``theta0="private"`` (10 % of the budget on a private start); for hmc
-        ``step_size`` 0.01.
+        ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01, and the start is
+        :func:`dpmcmc.sample`'s default (a private start with ``epsilon`` given, outside secure
+        mode); for hmc ``step_size`` 0.01.
 
     Returns
     -------
@@ -611,10 +611,6 @@ def glm(
         params.setdefault("grad_clip", grad_clip)
         params.setdefault("tau_l", DEFAULT_TAU_L)
         params.setdefault("tau_g", DEFAULT_TAU_G)
-        if epsilon is not None and not params.get("secure"):
-            # The data holder's default start: private (docs/private_init.md). On Ecdat HI at
-            # ε = 4 it brings DP-HMC's chains from 50-670 posterior sds off to 1-18.
-            params.setdefault("theta0", "private")
     if algorithm in ("dp-hmc", "hmc"):
         params.setdefault("step_size", DEFAULT_STEP_SIZE)
     _check_run_arguments(m, n, algorithm, epsilon, delta, chains, params)
