@@ -45,6 +45,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _common import autodiff_model, make_runner, record_functions  # noqa: E402
 from dpmcmc.models import preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
@@ -71,49 +72,10 @@ def wall_time(fn, *args, min_batch_s: float = 0.5) -> float:
     return (time.perf_counter() - t0) / calls
 
 
-def autodiff_model(model: Model) -> Model:
-    """The same model as a user writes it: the per-record log-likelihood only."""
-    return Model(model.log_likelihood, model.log_prior, model.dim, model.temperature,
-                 model.name + "-autodiff", model.sample_prior)
-
-
-def record_functions(name: str, model: Model, d: int):
-    """Hand-written per-record gradient and log-likelihood on column-major data ``x (d, m)``."""
-    if name == "banana-2d":
-        a = float(model.metadata["a"])
-        sigma_sq = np.asarray(model.metadata["sigma_sq"], dtype=float)
-        tau = [float(v) for v in 1.0 / sigma_sq]   # Python floats: a float32 pass stays float32
-        const = float(-0.5 * np.sum(np.log(2 * np.pi * sigma_sq)))
-
-        def grads(theta, x):
-            g1 = (x[1] - theta[1] - a * theta[0] ** 2) * tau[1]
-            g0 = (x[0] - theta[0]) * tau[0] + g1 * (2 * a * theta[0])
-            return [g0, g1]
-
-        def loglik(theta, x):
-            r0 = x[0] - theta[0]
-            r1 = x[1] - theta[1] - a * theta[0] ** 2
-            return const - 0.5 * (tau[0] * r0 * r0 + tau[1] * r1 * r1)
-    else:
-        cov = np.asarray(model.metadata["cov"], dtype=float)
-        prec = np.linalg.inv(cov)
-        const = float(-0.5 * (d * np.log(2 * np.pi) + np.linalg.slogdet(cov)[1]))
-
-        def grads(theta, x):
-            g = jnp.asarray(prec, x.dtype) @ (x - theta[:, None])
-            return [g[k] for k in range(d)]
-
-        def loglik(theta, x):
-            r = x - theta[:, None]
-            pr = jnp.asarray(prec, x.dtype) @ r
-            return const - 0.5 * jnp.sum(r * pr, axis=0)
-    return grads, loglik
-
-
 def limit_programs(name: str, model: Model, data: np.ndarray, params: dict, algorithm: str):
     """``{layout: jitted f(theta (chains, d)) -> outputs}``: one hand-written iteration's passes."""
     n, d = data.shape
-    grads, loglik = record_functions(name, model, d)
+    grads, loglik = record_functions(name, model)
     b_g = float(params.get("grad_clip", 1.0))
     steps = int(params.get("leapfrog_steps", 10))
     eps = float(params.get("step_size", 1e-3))
@@ -173,17 +135,7 @@ def ours_program(model: Model, data, algorithm: str, params: dict, iters: int):
     spec = ALGORITHMS[algorithm]
     prepared = spec.prepare(dict(params), model, int(data.shape[0]))
     kernel = spec.build(model, jnp.asarray(data), prepared)
-    step_all = jax.vmap(kernel.step)
-
-    @jax.jit
-    def run(state, key):
-        def body(s, t):
-            keys = jax.random.split(jax.random.fold_in(key, t), CHAINS)
-            s, info = step_all(keys, s)
-            return s, (s.position, info)
-        return jax.lax.scan(body, state, jnp.arange(iters))
-
-    return run, kernel
+    return make_runner(kernel, iters), kernel
 
 
 def bench(names, rounds: int, min_batch_s: float, log=print):

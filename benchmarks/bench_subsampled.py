@@ -53,7 +53,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 from dpmcmc.models import preset  # noqa: E402
-from dpmcmc.models.base import Model  # noqa: E402
+from _common import autodiff_model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
 from dpmcmc.samplers._minibatch import sample_batch_indices  # noqa: E402
 
@@ -85,12 +85,6 @@ def interleaved(fns, reps, min_batch_s=0.1):
                 jax.block_until_ready(fn(*args))
             best[k] = min(best[k], (time.process_time() - c0) / calls[k])
     return best
-
-
-def autodiff_model(model: Model) -> Model:
-    """The same model as a user would write it: the per-record log-likelihood only."""
-    return Model(model.log_likelihood, model.log_prior, model.dim, model.temperature,
-                 model.name + "-autodiff", model.sample_prior)
 
 
 def sampler_params(p, algorithm, b=BATCH):

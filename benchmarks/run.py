@@ -38,11 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from _timing import cpu_time  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _common import autodiff_model, make_runner, record_functions, rowsum  # noqa: E402,F401
 
 jax.config.update("jax_enable_x64", True)
 
 from dpmcmc.models import preset  # noqa: E402
-from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.models.gaussian import gaussian  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
 from dpmcmc.samplers import _per_example as pe  # noqa: E402
@@ -55,33 +55,6 @@ REFERENCE_MS = {"banana-2d": 329.0, "gaussian-10d": 4354.0}
 
 
 # ---------------------------------------------------------------- timing helpers
-
-def autodiff_model(model: Model) -> Model:
-    """The same model as a user would write it: the per-record log-likelihood only."""
-    return Model(model.log_likelihood, model.log_prior, model.dim, model.temperature,
-                 model.name + "-autodiff", model.sample_prior)
-
-
-def make_runner(kernel, iters):
-    """``iters`` iterations of ``kernel`` over all chains in one compiled scan.
-
-    Like the library's chain driver, it returns every iteration's position and whole ``Info``
-    (acceptance, clip fraction, divergence): returning less would let XLA drop work a real run
-    does (the clip counts were dead code in an earlier version of this benchmark).
-    """
-    step_all = jax.vmap(kernel.step)
-
-    @jax.jit
-    def run(state, key):
-        def body(s, t):
-            keys = jax.random.split(jax.random.fold_in(key, t), s.position.shape[0])
-            s, info = step_all(keys, s)
-            return s, (s.position, info)
-
-        return jax.lax.scan(body, state, jnp.arange(iters))
-
-    return run
-
 
 def time_sampler(model, data, algorithm, params, theta0, iters, reps=3):
     """CPU and wall ms per iteration, and XLA's temporary buffer bytes, of ``iters`` iterations."""
@@ -115,41 +88,7 @@ def fused_passes(name, model, data, settings):
     hmc = settings["algorithms"]["dp-hmc"]
     b_g = float(hmc["grad_clip"])
 
-    def rowsum(rows):  # Σ over a short list of (m,) vectors: elementwise adds, no XLA reduce
-        acc = rows[0]
-        for r in rows[1:]:
-            acc = acc + r
-        return acc
-
-    if name == "banana-2d":
-        a = float(model.metadata["a"])
-        # Python floats (weakly typed): the float32 pass stays float32.
-        tau = [float(v) for v in 1.0 / np.asarray(model.metadata["sigma_sq"])]
-        const = float(-0.5 * np.sum(np.log(2 * np.pi * np.asarray(model.metadata["sigma_sq"]))))
-
-        def grads(theta, x):  # x (2, m) -> two (m,) vectors
-            g1 = (x[1] - theta[1] - a * theta[0] ** 2) * tau[1]
-            g0 = (x[0] - theta[0]) * tau[0] + g1 * (2 * a * theta[0])
-            return [g0, g1]
-
-        def loglik(theta, x):
-            r0 = x[0] - theta[0]
-            r1 = x[1] - theta[1] - a * theta[0] ** 2
-            return const - 0.5 * (tau[0] * r0 * r0 + tau[1] * r1 * r1)
-    else:
-        prec_np = np.linalg.inv(model.metadata["cov"])
-        prec = jnp.asarray(prec_np)
-        _, logdet = np.linalg.slogdet(model.metadata["cov"])
-        const = float(-0.5 * (d * np.log(2 * np.pi) + logdet))
-
-        def grads(theta, x):  # (d, m) -> d vectors (m,): one matrix product
-            g = prec.astype(x.dtype) @ (x - theta[:, None])
-            return [g[k] for k in range(d)]
-
-        def loglik(theta, x):
-            r = x - theta[:, None]
-            pr = prec @ r
-            return const - 0.5 * rowsum([r[k] * pr[k] for k in range(d)])
+    grads, loglik = record_functions(name, model)
 
     def grad_pass(theta, x, mask):
         g = grads(theta, x)

@@ -456,12 +456,14 @@ def sample(
         kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh, warmup)
         chunk_size = None
         last = {}
-        on_chunk = _on_chunk
-        if warmup:
-            def on_chunk(progress_so_far):
-                last["state"] = progress_so_far.state  # the adapted values are in the final state
-                if _on_chunk is not None:
-                    _on_chunk(progress_so_far)
+
+        def keep_last(progress_so_far):
+            last["state"] = progress_so_far.state  # the adapted values are in the final state
+            if _on_chunk is not None:
+                _on_chunk(progress_so_far)
+
+        # Only a warm-up needs the final state (a hook makes the driver copy every chunk out).
+        on_chunk = keep_last if warmup else _on_chunk
         if ckpt_path is not None:
             chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
             saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
@@ -470,11 +472,11 @@ def sample(
                 # with this key and report instead of starting (and spending) a second run.
                 saver.write_start(kernel, theta0_arr)
 
-            def on_chunk(progress_so_far):
+            def save_and_keep(progress_so_far):
                 saver.write(progress_so_far)
-                last["state"] = progress_so_far.state
-                if _on_chunk is not None:
-                    _on_chunk(progress_so_far)
+                keep_last(progress_so_far)
+
+            on_chunk = save_and_keep
         positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
                                       progress=progress, chunk_size=chunk_size, secure_secret=secret,
                                       resume=None if saved is None else saved["progress"],
@@ -568,9 +570,11 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
         adaptation = ADAPTATIONS[algorithm]
         base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
 
-        def build(d, noise=None):
+        def build_adaptive(d, noise=None):
             return adaptive_kernel(lambda over: build_plain(d, noise, {**prepared, **over}),
                                    adaptation, base, warmup)
+
+        build = build_adaptive
 
     # The compiled programs are reused by later calls with the same algorithm, model object and
     # parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not on data.
