@@ -164,10 +164,11 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     if spec.private:
         acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
         try:
-            # The plan accounts as dpmcmc.sample does, the private start's share included.
+            # The plan accounts as dpmcmc.sample does, the private start's share included. The run
+            # below fixes `iterations`, where theta0=None means prior draws (no private start).
             budget = dpmcmc.plan(pre.model, n, algorithm, epsilon=epsilon, delta=delta, chains=chains,
                                  accountant=acc, relation=relation,
-                                 theta0=theta0 if isinstance(theta0, str) else None,
+                                 theta0="private" if isinstance(theta0, str) else "given",
                                  **params).iterations
         except ValueError as err:
             if "budget too small" not in str(err):
