@@ -6,6 +6,7 @@ anything computed on the data.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from dataclasses import dataclass, field
@@ -295,11 +296,11 @@ def sample(
     CheckpointError
         (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
-    run_plan = plan_run(
-        model, data, algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key, theta0=theta0,
-        iterations=iterations, accountant=accountant, relation=relation, progress=progress,
-        secure=secure, checkpoint=checkpoint, checkpoint_every=checkpoint_every, mesh=mesh,
-        ledger=ledger, init_share=init_share, init_steps=init_steps, **params)
+    # Every argument but the hook, as plan_run takes them: this signature is their one definition.
+    arguments = dict(locals())
+    options = {name: value for name, value in arguments.items()
+               if name not in ("model", "data", "algorithm", "params", "_on_chunk")}
+    run_plan = plan_run(model, data, algorithm, **options, **params)
     return package(run_plan, run(run_plan, _on_chunk=_on_chunk))
 
 
@@ -431,34 +432,19 @@ class RunOutput(NamedTuple):
     infos: Any
 
 
-def plan_run(
-    model: Model,
-    data: Any,
-    algorithm: str = "dp-hmc",
-    *,
-    epsilon: Optional[float] = None,
-    delta: Optional[float] = None,
-    chains: int = 4,
-    key: Any = None,
-    theta0: Any = None,
-    iterations: Optional[int] = None,
-    accountant: Optional[str] = None,
-    relation: str = "substitute",
-    progress: bool = True,
-    secure: Any = False,
-    checkpoint: Any = None,
-    checkpoint_every: Optional[int] = None,
-    mesh: Any = None,
-    ledger: Any = None,
-    init_share: float = 0.1,
-    init_steps: int = 30,
-    **params: Any,
-) -> RunPlan:
+def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any) -> RunPlan:
     """Validate and account a call of :func:`sample` without drawing any noise.
 
-    Parameters are those of :func:`sample`. Emits the plan's :class:`~dpmcmc.PlanWarning`.
-    Reads a checkpoint to resume if ``checkpoint`` exists; writes nothing and charges no ledger
-    (:func:`run` does both).
+    Parameters
+    ----------
+    model, data, algorithm
+        As in :func:`sample`.
+    **options
+        The keyword arguments of :func:`sample` (its signature is the one definition of their
+        defaults) and the sampler's parameters.
+
+    Emits the plan's :class:`~dpmcmc.PlanWarning`. Reads a checkpoint to resume if
+    ``checkpoint`` exists; writes nothing and charges no ledger (:func:`run` does both).
 
     Returns
     -------
@@ -474,6 +460,13 @@ def plan_run(
     from . import _plan
     from .ledger import open_ledger
     from .samplers import ALGORITHMS
+
+    a = _sample_options(options)
+    epsilon, delta, chains, iterations = a["epsilon"], a["delta"], a["chains"], a["iterations"]
+    key, theta0, accountant, relation = a["key"], a["theta0"], a["accountant"], a["relation"]
+    progress, secure, mesh, ledger = a["progress"], a["secure"], a["mesh"], a["ledger"]
+    checkpoint, checkpoint_every = a["checkpoint"], a["checkpoint_every"]
+    init_share, init_steps, params = a["init_share"], a["init_steps"], a["params"]
 
     # --- validation: nothing random happens before this block completes -------------------
     if not isinstance(model, Model):
@@ -602,6 +595,17 @@ def plan_run(
         iterations=int(iterations), report=report, plan=public_plan, key=run_key, secret=secret,
         theta0=start, private_init=init, progress=bool(progress), mesh=mesh, ledger=the_ledger,
         checkpoint=ckpt_path, chunk_size=chunk_size, fingerprint=fingerprint, saved=saved)
+
+
+def _sample_options(options: dict) -> dict:
+    """:func:`sample`'s keyword arguments with its defaults filled in; the rest (the sampler's
+    parameters) under ``"params"``."""
+    signature = inspect.signature(sample).parameters
+    options = dict(options)
+    out = {name: options.pop(name, p.default) for name, p in signature.items()
+           if p.kind is p.KEYWORD_ONLY and name != "_on_chunk"}
+    out["params"] = options
+    return out
 
 
 def _init_key(key: jax.Array) -> jax.Array:
