@@ -1,6 +1,8 @@
 """``dpmcmc.sample``: validate, account, run, package.
 
-The order matters for privacy: every check on the inputs and the budget happens before the
+``sample`` is three steps, each usable on its own: :func:`plan_run` validates and accounts the
+call into a frozen :class:`RunPlan` (drawing no noise), :func:`run` runs it, :func:`package`
+turns the draws into a :class:`~dpmcmc.result.Result`. The order matters for privacy: every check on the inputs and the budget happens before the
 first noise draw, and the run length is fixed by the accountant from (ε, δ) alone — never from
 anything computed on the data.
 """
