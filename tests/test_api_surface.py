@@ -25,3 +25,16 @@ def test_string_labels_are_refused_naming_data_with_a_way_out():
     with pytest.raises(ValueError, match=r"^data: .*shape \(10, 3\)"):
         dpmcmc.sample(model, np.zeros((10, 3)), "dp-penalty", iterations=3, delta=1e-6, tau=1.0,
                       clip=1.0, proposal_std=0.1)
+
+
+def test_every_lazy_name_and_subpackage_resolves():
+    """``dpmcmc/__init__`` imports its names and subpackages on first use: each one exists."""
+    import importlib
+
+    for name in dpmcmc.__all__:
+        assert getattr(dpmcmc, name) is not None, name
+    for name in ("models", "samplers", "diagnostics", "experiments", "audit", "secure", "tabular",
+                 "ledger"):
+        assert getattr(dpmcmc, name) is importlib.import_module(f"dpmcmc.{name}")
+    with pytest.raises(AttributeError, match="no attribute"):
+        dpmcmc.not_a_name  # noqa: B018

@@ -92,8 +92,8 @@ def _no_runner(kernel, length, state, chain_keys, secure=False):
     def run(*args):
         raise AssertionError("a finished run was run again")
 
-    build, data = _driver._split(kernel)
-    step = build(data).step
+    # dpmcmc.sample runs a DataKernel: the kernel is built from its data.
+    step = kernel.build(kernel.data).step
     info = jax.eval_shape(lambda s: jax.vmap(step)(jax.vmap(lambda k: jax.random.fold_in(k, 0))(chain_keys), s)[1], state)
     return run, info
 
@@ -186,17 +186,17 @@ def test_interrupted_before_the_first_chunk_resumes_with_the_same_key(tmp_path, 
     """The checkpoint is written before any noise is drawn, so even an interruption inside the
     first chunk resumes the same run (same key and report) rather than starting a second one."""
     path = tmp_path / "early.ckpt"
-    real = _driver._run_chains
+    real = _driver.run_chains
 
     def interrupted(*args, **kwargs):
         raise Interrupt
 
-    monkeypatch.setattr(_driver, "_run_chains", interrupted)
+    monkeypatch.setattr(_driver, "run_chains", interrupted)
     with pytest.raises(Interrupt):
         call(path, iterations=7)
     meta, arrays = read_checkpoint(path)
     assert meta["done"] == 0 and arrays["positions"].shape == (2, 0, 2)
-    monkeypatch.setattr(_driver, "_run_chains", real)
+    monkeypatch.setattr(_driver, "run_chains", real)
     resumed = call(path, iterations=7)
     key = jax.random.wrap_key_data(arrays["key"], impl=meta["key_impl"])
     np.testing.assert_array_equal(resumed.samples, call(key=key, iterations=7).samples)

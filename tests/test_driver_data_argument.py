@@ -23,8 +23,7 @@ import pytest
 import dpmcmc
 from dpmcmc import api
 from dpmcmc.models import preset
-from dpmcmc.samplers import ALGORITHMS, Kernel, run_chains
-from dpmcmc.samplers import _driver
+from dpmcmc.samplers import ALGORITHMS, Kernel, compiled_chunk, run_chains
 from dpmcmc.secure import secure_key
 
 from host_devices import check
@@ -68,11 +67,11 @@ def banana():
 
 
 def both_paths(algorithm, model, data):
-    """The run's kernel as ``dpmcmc.sample`` builds it, and the old closure kernel."""
-    spec = ALGORITHMS[algorithm]
-    prepared = spec.prepare(dict(PARAMS[algorithm]), model, data.shape[0])
-    bound = api._run_kernel(spec, model, data, prepared, algorithm)
-    closure = spec.build(model, jnp.asarray(data), prepared)
+    """The run's kernel as ``dpmcmc.sample`` builds it (its plan's), and the old closure kernel."""
+    planned = api.plan_run(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, delta=1e-5,
+                           key=jax.random.key(0), progress=False, **PARAMS[algorithm])
+    bound = planned.kernel()
+    closure = ALGORITHMS[algorithm].build(model, jnp.asarray(data), planned.params)
     return bound, closure
 
 
@@ -84,8 +83,8 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
     # The run's kernel as dpmcmc.sample builds it, compiled through the driver's program cache
     # for a run of ITERATIONS (as test_sample_draws_equal_the_closure_path runs it): that test
     # then reuses this program instead of compiling it again.
-    new = _driver._compiled_chunk(bound, theta0, key, ITERATIONS).as_text()
-    old = _driver._compiled_chunk(closure, theta0, key, 4).as_text()
+    new = compiled_chunk(bound, theta0, key, ITERATIONS).as_text()
+    old = compiled_chunk(closure, theta0, key, 4).as_text()
     # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
     # below is able to fail.
     assert max(size for _, _, size in constant_sizes(old)) >= N
@@ -175,20 +174,20 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import dpmcmc
     from dpmcmc import api
     from dpmcmc.models import preset
-    from dpmcmc.samplers import ALGORITHMS, _driver
+    from dpmcmc.samplers import ALGORITHMS, compiled_chunk
     from dpmcmc.samplers._sharding import data_mesh
 
     p = preset("banana-2d", n=16001, key=jax.random.key(0))  # 16 blocks of 1024 rows, 4 per device
     params = dict(tau=0.17, proposal_std=0.06, clip=0.15, block_size=1024)
     spec = ALGORITHMS["dp-penalty"]
-    data = api.validate_data(p.data)
-    prepared = spec.prepare(dict(params), p.model, data.shape[0])
     mesh = data_mesh()
-    bound = api._run_kernel(spec, p.model, data, prepared, "dp-penalty", mesh)
     theta0 = np.tile(np.asarray(p.theta_true), (2, 1))
     key = jax.random.key(1)
-    new = _driver._compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
-    old = _driver._compiled_chunk(spec.build(p.model, bound.data, prepared), theta0, key, 4).as_text()
+    planned = api.plan_run(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
+                           theta0=theta0, delta=1e-5, progress=False, mesh=mesh, **params)
+    bound, prepared = planned.kernel(), planned.params
+    new = compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
+    old = compiled_chunk(spec.build(p.model, bound.data, prepared), theta0, key, 4).as_text()
     out = {"devices": len(jax.devices())}
     for name, text in (("new", new), ("old", old)):
         out[name] = {

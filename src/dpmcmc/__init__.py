@@ -8,7 +8,11 @@ Quick start::
                         tau_l=0.1, tau_g=0.55, clip=..., grad_clip=..., step_size=..., leapfrog_steps=25)
     print(res.privacy)
 
-``dpmcmc.accounting`` is importable on its own (NumPy/SciPy only, no JAX).
+``dpmcmc.accounting`` is importable on its own (NumPy/SciPy only, no JAX). The other
+subpackages and modules are imported on first use: ``models``, ``samplers``, ``diagnostics``,
+``audit`` (empirical privacy audits), ``secure``, ``tabular``, ``ledger`` and ``experiments``
+(the reproductions of the papers' experiments behind ``dpmcmc reproduce``; its Snakemake sweep
+needs the ``experiments`` extra, the module itself does not). The papers are listed in README.md.
 """
 from __future__ import annotations
 

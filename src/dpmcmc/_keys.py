@@ -7,6 +7,7 @@ the user's responsibility not to publish it: a published key voids the guarantee
 """
 from __future__ import annotations
 
+import enum
 import secrets
 from typing import Any
 
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["resolve_key", "os_entropy_key"]
+__all__ = ["resolve_key", "as_typed_key", "os_entropy_key", "OSEntropy", "OS_ENTROPY"]
 
 
 # Bits of OS entropy in a default key. A threefry key holds only 64 (an adversary could search
@@ -35,6 +36,56 @@ def os_entropy_key() -> jax.Array:
     return jax.random.wrap_key_data(jnp.asarray(words), impl=DEFAULT_KEY_IMPL)
 
 
+class OSEntropy(enum.Enum):
+    """Sentinel: a key still to be drawn from OS entropy when the run starts.
+
+    ``dpmcmc.sample(secure=True)`` asks for a secret ChaCha20 key drawn from the OS CSPRNG for
+    this run alone (never derived from ``key``); until the run's plan draws it, the request is
+    :data:`OS_ENTROPY`, an enum member rather than a string so that no user value can be
+    mistaken for it.
+    """
+
+    KEY = "os entropy"
+
+
+#: The one :class:`OSEntropy` value.
+OS_ENTROPY = OSEntropy.KEY
+
+
+def as_typed_key(key: Any, name: str = "key") -> jax.Array:
+    """A single typed PRNG key from a typed key or a legacy ``uint32[2]`` key, or raise naming ``name``.
+
+    ``None`` is refused: where a default exists (``resolve_key``) the caller handles it first.
+    The one place that decides which keys are accepted, for ``dpmcmc.sample`` and the models'
+    synthetic-data helpers alike.
+
+    Raises
+    ------
+    TypeError
+        If ``key`` is ``None``, an int (a seed is not a key), or neither accepted form.
+    """
+    if key is None:
+        raise TypeError(f"{name} must be a JAX PRNG key, got None")
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        raise TypeError(
+            f"{name} must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+            "not an int: pass jax.random.key(seed) explicitly if you want a reproducible run"
+        )
+    if not hasattr(key, "dtype") or not hasattr(key, "shape"):
+        raise TypeError(f"{name} must be a JAX PRNG key, got {type(key).__name__}")
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise TypeError(f"{name} must be a single PRNG key, got a batch of shape {key.shape}")
+        return key
+    arr = jnp.asarray(key)
+    if arr.dtype == jnp.uint32 and arr.shape == (2,):
+        return jax.random.wrap_key_data(arr)
+    raise TypeError(
+        f"{name} must be a JAX PRNG key (typed, or legacy uint32[2]), got dtype {arr.dtype} "
+        f"and shape {arr.shape}"
+    )
+
+
 def resolve_key(key: Any) -> jax.Array:
     """Return a typed PRNG key.
 
@@ -51,21 +102,4 @@ def resolve_key(key: Any) -> jax.Array:
     """
     if key is None:
         return os_entropy_key()
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        raise TypeError(
-            "key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)) or None, "
-            "not an int: pass jax.random.key(seed) explicitly if you want a reproducible run"
-        )
-    if not hasattr(key, "dtype") or not hasattr(key, "shape"):
-        raise TypeError(f"key must be a JAX PRNG key or None, got {type(key).__name__}")
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise TypeError(f"key must be a single PRNG key, got a batch of shape {key.shape}")
-        return key
-    arr = jnp.asarray(key)
-    if arr.dtype == jnp.uint32 and arr.shape == (2,):
-        return jax.random.wrap_key_data(arr)
-    raise TypeError(
-        f"key must be a JAX PRNG key (typed, or legacy uint32[2]) or None, got dtype {arr.dtype} "
-        f"and shape {arr.shape}"
-    )
+    return as_typed_key(key)

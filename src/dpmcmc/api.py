@@ -1,26 +1,32 @@
 """``dpmcmc.sample``: validate, account, run, package.
 
-The order matters for privacy: every check on the inputs and the budget happens before the
+``sample`` is three steps, each usable on its own: :func:`plan_run` validates and accounts the
+call into a frozen :class:`RunPlan` (drawing no noise), :func:`run` runs it, :func:`package`
+turns the draws into a :class:`~dpmcmc.result.Result`. The order matters for privacy: every check on the inputs and the budget happens before the
 first noise draw, and the run length is fixed by the accountant from (ε, δ) alone — never from
 anything computed on the data.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import os
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checkpoint import CheckpointError, data_digest, jsonable, read_checkpoint, write_checkpoint
-from ._keys import resolve_key
+from . import _checkpoint
+from ._checkpoint import CheckpointError, SavedRun
+from ._keys import OS_ENTROPY, resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
 from .models.base import Model, check_model
 from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
 
-__all__ = ["sample", "validate_data", "CheckpointError"]
+__all__ = ["sample", "plan_run", "run", "package", "RunPlan", "RunOutput", "PrivateInit",
+           "validate_data", "CheckpointError"]
 
 # With a checkpoint and no checkpoint_every, the run is saved about this many times.
 DEFAULT_CHECKPOINTS = 20
@@ -223,8 +229,8 @@ def sample(
         Iterations per chain (see ``epsilon``), warm-up included.
     warmup : int or "auto", default 0
         Warm-up iterations per chain that adapt the step size (DP-HMC, HMC) or the proposal
-        scale (DP penalty, minibatch penalty, DP Barker, RWMH) by dual averaging toward a target
-        acceptance, and, from 40 iterations on, a diagonal scale from the warm-up draws
+        scale (DP penalty, minibatch penalty, DP Barker, RWMH) toward a target acceptance, and,
+        from 40 iterations on, a diagonal scale from the warm-up draws
         (:mod:`dpmcmc.samplers._warmup`). They are part of ``iterations``, so the budget pays for
         them like any others, and cost nothing beyond that: the adaptation reads only the
         released accept flags and draws (docs/post_processing.md). Their draws are dropped:
@@ -303,8 +309,195 @@ def sample(
     CheckpointError
         (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
+    # Every argument but the hook, as plan_run takes them: this signature is their one definition.
+    arguments = dict(locals())
+    options = {name: value for name, value in arguments.items()
+               if name not in ("model", "data", "algorithm", "params", "_on_chunk")}
+    run_plan = plan_run(model, data, algorithm, **options, **params)
+    return package(run_plan, run(run_plan, _on_chunk=_on_chunk))
+
+
+# ------------------------------------------------------------------------------ plan, run, package
+
+class PrivateInit(NamedTuple):
+    """``theta0="private"``: the μ its releases spend, the per-record gradient bound, the steps."""
+
+    mu: float
+    bound: float
+    steps: int
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A call of :func:`sample`, validated and accounted: all that is fixed before any noise.
+
+    Built by :func:`plan_run`, run by :func:`run`, packaged into a :class:`~dpmcmc.result.Result`
+    by :func:`package`; ``sample`` is exactly these three steps. Every check on the inputs and
+    the budget has passed, the run length is set by the accountant from (ε, δ) alone, and the
+    run's randomness is fixed (its key, secure-mode secret and, except for a private start, its
+    starting points), so running one plan twice gives the same draws. A run from a plan with a
+    ledger is charged to it each time; a plan that resumes a checkpoint is never charged.
+
+    Attributes
+    ----------
+    model : Model
+    data : ndarray (n, ...)
+        The validated records (float64). Sensitive: not shown by ``repr``.
+    algorithm : str
+    spec : AlgorithmSpec
+        The algorithm's registry entry.
+    params : dict
+        The sampler's parameters with defaults filled (``spec.prepare``).
+    chains, iterations : int
+        Chains, and iterations per chain (the accountant's, or the checkpoint's when resuming).
+    report : PrivacyReport or None
+        What the run spends (``None`` for a non-private algorithm).
+    plan : dpmcmc.Plan
+        The public plan (public inputs only); its warnings were emitted by :func:`plan_run`.
+    key : jax PRNG key
+        The run's key: the caller's, the checkpoint's, or one drawn from OS entropy. Secret.
+    secret : uint32 array (8,) or None
+        Secure mode's ChaCha20 key (``None``: secure mode off). Secret.
+    theta0 : ndarray (chains, dim) or None
+        The starting points; ``None`` with ``private_init`` (drawn by :func:`run`, after the
+        ledger is charged, since they are a release on the data).
+    private_init : PrivateInit or None
+    progress : bool
+    mesh : jax.sharding.Mesh or None
+    ledger : dpmcmc.Ledger or None
+    checkpoint : str or None
+        The checkpoint path.
+    chunk_size : int or None
+        Iterations per chunk between checkpoints (``None`` without a checkpoint).
+    fingerprint : dict or None
+        The call's checkpoint fingerprint (:func:`dpmcmc._checkpoint.fingerprint`).
+    saved : dpmcmc._checkpoint.SavedRun or None
+        The checkpoint this call resumes, if any.
+    warmup : int
+        Warm-up iterations per chain (included in ``iterations``; see :func:`sample`).
+    """
+
+    model: Model
+    data: np.ndarray = field(repr=False)
+    algorithm: str
+    spec: Any = field(repr=False)
+    params: dict
+    chains: int
+    iterations: int
+    report: Any
+    plan: Any = field(repr=False)
+    key: Any = field(repr=False)
+    secret: Any = field(repr=False)
+    theta0: Optional[np.ndarray] = field(repr=False)
+    private_init: Optional[PrivateInit]
+    progress: bool
+    mesh: Any = field(repr=False)
+    ledger: Any = field(repr=False)
+    checkpoint: Optional[str]
+    chunk_size: Optional[int]
+    fingerprint: Optional[dict] = field(repr=False)
+    saved: Optional[SavedRun] = field(repr=False)
+    warmup: int = 0
+
+    def kernel(self):
+        """The run's kernel builder and its data, as a ``DataKernel`` for the chain driver.
+
+        The data are laid out here, once, from the host array: in blocks (``PreparedData``, with
+        the gradient-dtype copy DP-HMC uses) for the full-data algorithms, as a device array for
+        the subsampled ones; with ``mesh``, split over its devices (``shard_data``/
+        ``shard_rows``). The builder reads only the static layout, so the driver can build the
+        kernel inside the compiled program on the traced data. The draws are those of
+        ``spec.build(model, data, params)``.
+        """
+        from ._compile_cache import kernel_cache_key
+        from .samplers._driver import DataKernel
+        from .samplers._per_example import prepare_data
+        from .samplers._sharding import FULL_DATA, shard_data, shard_rows
+
+        spec, model, prepared = self.spec, self.model, self.params
+        full_data = self.algorithm in FULL_DATA
+        layout = dict(model=model, block_size=prepared.get("block_size"),
+                      grad_dtype=prepared.get("grad_dtype"))
+        with jax.enable_x64(True):
+            if self.mesh is None:
+                # Laid out as the builder would (same block size, layout and gradient dtype).
+                data = prepare_data(self.data, **layout) if full_data else jnp.asarray(self.data)
+            elif full_data:
+                data = shard_data(self.data, self.mesh, **layout)
+            else:
+                # From the host array: each device receives only its own rows.
+                data = shard_rows(self.data, self.mesh)
+
+        def build_plain(d, noise=None, p=prepared):
+            # The chain driver passes its noise source (the run's secret) in secure mode only.
+            if noise is None:
+                return spec.build(model, d, p)
+            return spec.build(model, d, p, noise=noise)
+
+        build, warmup = build_plain, self.warmup
+        if warmup:
+            from .samplers._warmup import ADAPTATIONS, adaptive_kernel
+
+            adaptation = ADAPTATIONS[self.algorithm]
+            base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
+
+            def build_adaptive(d, noise=None):
+                return adaptive_kernel(lambda over: build_plain(d, noise, {**prepared, **over}),
+                                       adaptation, base, warmup)
+
+            build = build_adaptive
+        # The compiled programs are reused by later calls with the same algorithm, model object
+        # and parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not
+        # on data.
+        return DataKernel(build, data, cache_key=(kernel_cache_key(self.algorithm, spec.build, model,
+                                                                   prepared), "warmup", warmup))
+
+
+class RunOutput(NamedTuple):
+    """The draws and per-iteration infos of a run (see :func:`dpmcmc.samplers.run_chains`), and,
+    after a warm-up, the chains' final state (which holds the adapted values)."""
+
+    positions: Any
+    infos: Any
+    state: Any = None
+
+
+def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any) -> RunPlan:
+    """Validate and account a call of :func:`sample` without drawing any noise.
+
+    Parameters
+    ----------
+    model, data, algorithm
+        As in :func:`sample`.
+    **options
+        The keyword arguments of :func:`sample` (its signature is the one definition of their
+        defaults) and the sampler's parameters.
+
+    Emits the plan's :class:`~dpmcmc.PlanWarning`. Reads a checkpoint to resume if
+    ``checkpoint`` exists; writes nothing and charges no ledger (:func:`run` does both).
+
+    Returns
+    -------
+    RunPlan
+
+    Raises
+    ------
+    ValueError, TypeError
+        For any invalid argument, naming it.
+    CheckpointError
+        (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
+    """
+    from . import _plan
+    from .ledger import open_ledger
     from .samplers import ALGORITHMS
-    from .samplers._driver import run_chains
+
+    a = _sample_options(options)
+    epsilon, delta, chains, iterations = a["epsilon"], a["delta"], a["chains"], a["iterations"]
+    key, theta0, accountant, relation = a["key"], a["theta0"], a["accountant"], a["relation"]
+    progress, secure, mesh, ledger = a["progress"], a["secure"], a["mesh"], a["ledger"]
+    checkpoint, checkpoint_every = a["checkpoint"], a["checkpoint_every"]
+    init_share, init_steps, params = a["init_share"], a["init_steps"], a["params"]
+    warmup = a["warmup"]
 
     # --- validation: nothing random happens before this block completes -------------------
     if not isinstance(model, Model):
@@ -316,9 +509,7 @@ def sample(
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be True or False, got {progress!r}")
     secure_key = _validate_secure(secure)
-    ckpt_path = _validate_checkpoint_path(checkpoint)
-    from .ledger import open_ledger
-
+    ckpt_path = _checkpoint.validate_path(checkpoint)
     the_ledger = open_ledger(ledger)
     if the_ledger is not None and not spec.private:
         raise ValueError(f"ledger: algorithm {algorithm!r} is not private; a ledger records private runs only")
@@ -339,6 +530,8 @@ def sample(
     explicit_private = isinstance(theta0, str) and theta0 == "private"
     if isinstance(theta0, str) and not explicit_private:
         raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
+    if explicit_private:
+        _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     from .samplers._warmup import ADAPTATIONS
 
     if not (isinstance(warmup, str) and warmup == "auto"):
@@ -346,8 +539,6 @@ def sample(
     if warmup and algorithm not in ADAPTATIONS:
         raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt to; warmup applies to "
                          f"{sorted(ADAPTATIONS)}")
-    if explicit_private:
-        _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     _check_finite(data_arr)
     if mesh is not None:
         from .samplers._sharding import check_mesh
@@ -365,30 +556,30 @@ def sample(
     if ckpt_path is not None:
         # The caller's arguments as given (before defaults are resolved), so a resumed call is
         # compared with the first one on exactly what the user controls.
-        fingerprint = _fingerprint(model, data_arr, algorithm,
-                                   dict(prepared, warmup=warmup) if warmup else prepared, chains, epsilon, delta,
-                                   iterations, accountant, relation,
-                                   "private" if explicit_private else theta0_given,
-                                   secure_key is not None)
+        fingerprint = _checkpoint.fingerprint(
+            model=model, data=data_arr, algorithm=algorithm,
+            params=dict(prepared, warmup=warmup) if warmup else prepared, chains=chains,
+            epsilon=epsilon, delta=delta, iterations=iterations, accountant=accountant,
+            relation=relation, theta0="private" if explicit_private else theta0_given,
+            secure=secure_key is not None)
         if os.path.exists(ckpt_path):
-            saved = _load_checkpoint(ckpt_path, fingerprint, model, chains)
+            saved = _checkpoint.load(ckpt_path, fingerprint, model.dim, chains)
 
+    # --- accounting: the run length from (ε, δ) alone -----------------------------------------
     report = None
     private_init = False
     if spec.private:
         if saved is not None:
             # Resuming: the run was accounted when it started; taking its length and report from
             # the checkpoint spends nothing again.
-            iterations, report = saved["planned"], saved["report"]
-            # (Its start was drawn then, privately if its report lists the initialisation.)
-            private_init = any(m.get("per_iteration") == 0 for m in report.mechanisms)
+            iterations, report = saved.planned, saved.report
             if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
                 raise ValueError(f"the checkpoint's run spends ε={report.epsilon:.6g}, more than "
                                  f"epsilon={epsilon:g}")
+            # (Its start was drawn then, privately if its report lists the initialisation.)
+            private_init = any(m.get("per_iteration") == 0 for m in report.mechanisms)
         else:
-            from ._plan import account_start
-
-            private_init, iterations, report = account_start(
+            private_init, iterations, report = _plan.account_start(
                 algorithm, spec, prepared, n, chains, epsilon, delta, iterations, accountant, relation,
                 "private" if explicit_private else (None if theta0_given is None else "given"),
                 secure_key is not None, init_share, init_steps)
@@ -400,7 +591,7 @@ def sample(
         if iterations is None:
             raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
         if saved is not None:
-            iterations = saved["planned"]
+            iterations = saved.planned
     if warmup == "auto":
         warmup = iterations // 2
     if warmup >= iterations:
@@ -408,53 +599,102 @@ def sample(
                          "(warm-up included)")
 
     # The plan (public inputs only): its warnings reach the user before any noise is drawn.
-    from . import _plan
+    public_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta,
+                               report, model.temperature, warmup=warmup,
+                               start=_plan.start_label(private_init, None if theta0 is None else "given",
+                                                       init_share, init_steps))
+    _plan.warn(public_plan, stacklevel=4)
 
-    run_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta, report,
-                           model.temperature, warmup=warmup,
-                           start=_plan.start_label(private_init, None if theta0 is None else "given",
-                                                   init_share, init_steps))
-    _plan.warn(run_plan)
-    if the_ledger is not None and saved is None:
-        # Charged at the start: once noise is drawn on the data the budget is spent, even if the
-        # run is interrupted. Refused (LedgerError) before any mechanism reads the data.
-        the_ledger.charge(report, label=f"dpmcmc.sample {algorithm} on model {model.name!r}")
-
+    # --- the run's randomness: keys and starting points -----------------------------------------
+    init = None
     if saved is not None:
-        key = _same_secret("key", user_key, saved["key"], ckpt_path)
+        run_key = _checkpoint.same_secret("key", user_key, saved.key, ckpt_path)
         secret = None
         if secure_key is not None:
-            given = None if isinstance(secure_key, str) else secure_key
-            secret = _same_secret("secure", given, saved["secret"], ckpt_path)
-        theta0_arr = saved["theta0"]
+            given = None if secure_key is OS_ENTROPY else secure_key
+            secret = _checkpoint.same_secret("secure", given, saved.secret, ckpt_path)
+        start = saved.theta0
     else:
-        key = resolve_key(user_key)
+        run_key = resolve_key(user_key)
         secret = None
-        if secure_key is not None:
+        if secure_key is OS_ENTROPY:
             # Drawn from OS entropy for this run alone, never from ``key``.
             from .secure import secure_key_from_os
 
-            secret = (secure_key_from_os() if isinstance(secure_key, str) else secure_key).words
-        init_key = jax.random.split(key)[0]
+            secret = secure_key_from_os().words
+        elif secure_key is not None:
+            secret = secure_key.words
         if private_init:
-            # The μ the report charges for the start is the μ its releases draw: one source.
+            # The start is a release on the data, drawn by run() after the ledger is charged. The
+            # μ the report charges for it is the μ its releases draw: one source.
             (init_mu,) = [m["total_mu"] for m in report.mechanisms if m.get("per_iteration") == 0]
-            init_bound = _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
-            theta0_arr = _private_start(model, data_arr, init_key, chains, n, init_mu, init_bound,
-                                        init_steps)
+            bound = _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
+            init = PrivateInit(float(init_mu), bound, int(init_steps))
+            start = None
         else:
-            theta0_arr = _default_theta0(model, init_key, chains) if theta0_given is None else theta0_given
-        _check_start(model, theta0_arr, data_arr if not spec.private else None)
-    run_key = jax.random.split(key)[1]
+            start = theta0_given
+            if start is None:
+                start = _default_theta0(model, _init_key(run_key), chains)
+            _check_start(model, start, data_arr if not spec.private else None)
 
-    # --- the run ----------------------------------------------------------------------------
+    chunk_size = None
+    if ckpt_path is not None:
+        chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
+    return RunPlan(
+        model=model, data=data_arr, algorithm=algorithm, spec=spec, params=prepared, chains=chains,
+        iterations=int(iterations), report=report, plan=public_plan, key=run_key, secret=secret,
+        theta0=start, private_init=init, progress=bool(progress), mesh=mesh, ledger=the_ledger,
+        checkpoint=ckpt_path, chunk_size=chunk_size, fingerprint=fingerprint, saved=saved,
+        warmup=int(warmup))
+
+
+def _sample_options(options: dict) -> dict:
+    """:func:`sample`'s keyword arguments with its defaults filled in; the rest (the sampler's
+    parameters) under ``"params"``."""
+    signature = inspect.signature(sample).parameters
+    options = dict(options)
+    out = {name: options.pop(name, p.default) for name, p in signature.items()
+           if p.kind is p.KEYWORD_ONLY and name != "_on_chunk"}
+    out["params"] = options
+    return out
+
+
+def _init_key(key: jax.Array) -> jax.Array:
+    # The first half of the run's key starts the chains, the second runs them (see run()).
+    return jax.random.split(key)[0]
+
+
+def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> RunOutput:
+    """Run a :class:`RunPlan`: charge the ledger, draw a private start if planned, run the chains.
+
+    The ledger (if any) is charged before the first noise draw, unless the plan resumes a
+    checkpoint. With a checkpoint, the run is saved before its first noise draw and after every
+    chunk. ``_on_chunk`` is :func:`sample`'s testing hook.
+
+    Returns
+    -------
+    RunOutput
+        ``positions`` (chains, iterations, dim) and the driver's ``infos``.
+    """
+    from .samplers._driver import run_chains
+
+    if p.ledger is not None and p.saved is None:
+        # Charged at the start: once noise is drawn on the data the budget is spent, even if the
+        # run is interrupted. Refused (LedgerError) before any mechanism reads the data.
+        p.ledger.charge(p.report, label=f"dpmcmc.sample {p.algorithm} on model {p.model.name!r}")
+    theta0 = p.theta0
+    if p.private_init is not None:
+        theta0 = _private_start(p.model, p.data, _init_key(p.key), p.chains, p.data.shape[0],
+                                *p.private_init)
+        _check_start(p.model, theta0)
+    run_key = jax.random.split(p.key)[1]
+
     # The kernel is built inside the compiled program from the laid-out data, which enter it as
     # an argument: never a constant copy in the executable, and sharded over the mesh if given.
     # Traced and run with 64-bit JAX types, scoped to this call and thread (the user's global
     # setting is left as it was): privacy noise is float64 whatever jax_enable_x64 says.
     with jax.enable_x64(True):
-        kernel = _run_kernel(spec, model, data_arr, prepared, algorithm, mesh, warmup)
-        chunk_size = None
+        kernel = p.kernel()
         last = {}
 
         def keep_last(progress_so_far):
@@ -463,64 +703,70 @@ def sample(
                 _on_chunk(progress_so_far)
 
         # Only a warm-up needs the final state (a hook makes the driver copy every chunk out).
-        on_chunk = keep_last if warmup else _on_chunk
-        if ckpt_path is not None:
-            chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
-            saver = _CheckpointWriter(ckpt_path, fingerprint, key, secret, theta0_arr, iterations, report)
-            if saved is None:
+        on_chunk = keep_last if p.warmup else _on_chunk
+        if p.checkpoint is not None:
+            saver = _checkpoint.CheckpointWriter(p.checkpoint, p.fingerprint, p.key, p.secret, theta0,
+                                                 p.iterations, p.report)
+            if p.saved is None:
                 # Saved before the first noise draw: an interruption during the first chunk resumes
                 # with this key and report instead of starting (and spending) a second run.
-                saver.write_start(kernel, theta0_arr)
+                saver.write_start(kernel, theta0)
 
             def save_and_keep(progress_so_far):
                 saver.write(progress_so_far)
                 keep_last(progress_so_far)
 
             on_chunk = save_and_keep
-        positions, infos = run_chains(kernel, jnp.asarray(theta0_arr), run_key, iterations,
-                                      progress=progress, chunk_size=chunk_size, secure_secret=secret,
-                                      resume=None if saved is None else saved["progress"],
+        positions, infos = run_chains(kernel, jnp.asarray(theta0), run_key, p.iterations,
+                                      progress=p.progress, chunk_size=p.chunk_size,
+                                      secure_secret=p.secret,
+                                      resume=None if p.saved is None else p.saved.progress,
                                       on_chunk=on_chunk)
+    return RunOutput(positions, infos, last.get("state"))
 
-        adapted = None
-        if warmup:
-            # The warm-up draws are not posterior draws: dropped, like their flags.
-            positions = positions[:, warmup:]
-            infos = jax.tree.map(lambda a: a[:, warmup:], infos)
-            if "state" in last:
-                adapted = _adapted_values(ADAPTATIONS[algorithm], prepared, last["state"])
-        clip_fraction = np.asarray(jnp.mean(infos.clip_fraction, axis=1))
-        accepted = np.asarray(infos.accepted, dtype=bool)
-        diverged = np.asarray(infos.diverged, dtype=bool)
-        if spec.private:
-            # Accept and divergence flags of a private sampler are functions of its noisy releases
-            # and of data-independent randomness (docs/post_processing.md): covered by the report.
-            # The clip fractions are counted on the raw data and stay apart, NOT private.
-            released = ReleasedStatistics(accepted=accepted, diverged=diverged)
-            diagnostics = NonPrivateDiagnostics(clip_fraction=clip_fraction, released=released)
-        else:
-            released = None
-            diagnostics = NonPrivateDiagnostics(
-                acceptance_rate=np.mean(accepted, axis=1, dtype=np.float64),
-                clip_fraction=clip_fraction,
-                divergences=np.sum(diverged, axis=1, dtype=np.int64),
-            )
+
+def package(p: RunPlan, out: RunOutput) -> Result:
+    """The :class:`~dpmcmc.result.Result` of a run: draws, privacy report, released statistics
+    and the NON-private diagnostics, kept apart."""
+    positions, infos, adapted = out.positions, out.infos, None
+    if p.warmup:
+        from .samplers._warmup import ADAPTATIONS
+
+        # The warm-up draws are not posterior draws: dropped, like their flags.
+        positions = positions[:, p.warmup:]
+        infos = jax.tree.map(lambda a: a[:, p.warmup:], infos)
+        if out.state is not None:
+            adapted = _adapted_values(ADAPTATIONS[p.algorithm], p.params, out.state)
+    clip_fraction = np.asarray(jnp.mean(infos.clip_fraction, axis=1))
+    accepted = np.asarray(infos.accepted, dtype=bool)
+    diverged = np.asarray(infos.diverged, dtype=bool)
+    if p.spec.private:
+        # Accept and divergence flags of a private sampler are functions of its noisy releases
+        # and of data-independent randomness (docs/post_processing.md): covered by the report.
+        # The clip fractions are counted on the raw data and stay apart, NOT private.
+        released = ReleasedStatistics(accepted=accepted, diverged=diverged)
+        diagnostics = NonPrivateDiagnostics(clip_fraction=clip_fraction, released=released)
+    else:
+        released = None
+        diagnostics = NonPrivateDiagnostics(
+            acceptance_rate=np.mean(accepted, axis=1, dtype=np.float64),
+            clip_fraction=clip_fraction,
+            divergences=np.sum(diverged, axis=1, dtype=np.int64),
+        )
     return Result(
         samples=np.asarray(positions),
-        privacy=report,
+        privacy=p.report,
         diagnostics=diagnostics,
-        algorithm=algorithm,
-        params=prepared,
-        model_name=model.name,
-        param_names=model.param_names,
-        secure=secret is not None,
+        algorithm=p.algorithm,
+        params=p.params,
+        model_name=p.model.name,
+        param_names=p.model.param_names,
+        secure=p.secret is not None,
         released=released,
-        plan=run_plan,
+        plan=p.plan,
         adapted=adapted,
     )
 
-
-# ------------------------------------------------------------------------------ the run's kernel
 
 def _adapted_values(adaptation, prepared: dict, state) -> dict:
     """The adapted parameters per chain from the final state of an adaptive run (public)."""
@@ -531,65 +777,13 @@ def _adapted_values(adaptation, prepared: dict, state) -> dict:
     return {adaptation.step: scale * float(prepared[adaptation.step]), adaptation.diagonal: diag}
 
 
-def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algorithm: str,
-                mesh: Any = None, warmup: int = 0):
-    """The run's kernel builder and its data, as a ``DataKernel`` for the chain driver.
-
-    The data are laid out here, once, from the host array: in blocks (``PreparedData``, with the
-    gradient-dtype copy DP-HMC uses) for the full-data algorithms, as a device array for the
-    subsampled ones; with ``mesh``, split over its devices (``shard_data``/``shard_rows``). The
-    builder reads only the static layout, so the driver can build the kernel inside the compiled
-    program on the traced data. The draws are those of ``spec.build(model, data_arr, prepared)``.
-    """
-    from .samplers._driver import DataKernel
-    from .samplers._per_example import prepare_data
-    from .samplers._sharding import FULL_DATA, shard_data, shard_rows
-
-    full_data = algorithm in FULL_DATA
-    layout = dict(model=model, block_size=prepared.get("block_size"),
-                  grad_dtype=prepared.get("grad_dtype"))
-    if mesh is None:
-        # Laid out as the builder would (same block size, layout and gradient dtype).
-        data = prepare_data(data_arr, **layout) if full_data else jnp.asarray(data_arr)
-    elif full_data:
-        data = shard_data(data_arr, mesh, **layout)
-    else:
-        # From the host array: each device receives only its own rows.
-        data = shard_rows(data_arr, mesh)
-
-    def build_plain(d, noise=None, p=prepared):
-        # The chain driver passes its noise source (the run's secret) in secure mode only.
-        if noise is None:
-            return spec.build(model, d, p)
-        return spec.build(model, d, p, noise=noise)
-
-    build = build_plain
-    if warmup:
-        from .samplers._warmup import ADAPTATIONS, adaptive_kernel
-
-        adaptation = ADAPTATIONS[algorithm]
-        base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
-
-        def build_adaptive(d, noise=None):
-            return adaptive_kernel(lambda over: build_plain(d, noise, {**prepared, **over}),
-                                   adaptation, base, warmup)
-
-        build = build_adaptive
-
-    # The compiled programs are reused by later calls with the same algorithm, model object and
-    # parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not on data.
-    from ._compile_cache import kernel_cache_key
-
-    return DataKernel(build, data, cache_key=(kernel_cache_key(algorithm, spec.build, model, prepared),
-                                              "warmup", int(warmup)))
-
-
 # ------------------------------------------------------------------------------ secure mode
 
 def _validate_secure(secure: Any):
-    """``None`` (off), ``"os"`` (a secret from OS entropy) or the user's SecureKey."""
+    """``None`` (off), :data:`~dpmcmc._keys.OS_ENTROPY` (a secret to draw from OS entropy) or
+    the user's SecureKey."""
     if isinstance(secure, (bool, np.bool_)):
-        return "os" if secure else None
+        return OS_ENTROPY if secure else None
     from .secure import SecureKey, resolve_secure_key
 
     if isinstance(secure, SecureKey):
@@ -599,128 +793,7 @@ def _validate_secure(secure: Any):
     )
 
 
-# ------------------------------------------------------------------------------ checkpoints
-
-def _validate_checkpoint_path(checkpoint: Any) -> Optional[str]:
-    if checkpoint is None:
-        return None
-    if not isinstance(checkpoint, (str, os.PathLike)):
-        raise TypeError(f"checkpoint must be a file path, got {type(checkpoint).__name__}")
-    path = os.fspath(checkpoint)
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"checkpoint must be a non-empty file path, got {checkpoint!r}")
-    if os.path.isdir(path):
-        raise ValueError(f"checkpoint must be a file path, got the directory {path!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ValueError(f"checkpoint: directory {directory!r} does not exist")
-    return path
-
-
-def _fingerprint(model, data_arr, algorithm, prepared, chains, epsilon, delta, iterations,
-                 accountant, relation, theta0, secure) -> dict:
-    return jsonable({
-        "algorithm": algorithm,
-        "params": prepared,
-        "chains": chains,
-        "data": data_digest(data_arr),
-        "data_shape": list(data_arr.shape),
-        "model_name": model.name,
-        "model_dim": model.dim,
-        "temperature": float(model.temperature),
-        "epsilon": epsilon,
-        "delta": delta,
-        "iterations": iterations,
-        "accountant": accountant,
-        "relation": relation,
-        "theta0": None if theta0 is None else (
-            theta0 if isinstance(theta0, str) else data_digest(np.asarray(theta0, np.float64))),
-        "secure": bool(secure),
-    })
-
-
-def _load_checkpoint(path: str, fingerprint: dict, model: Model, chains: int) -> dict:
-    """Read ``path`` and check it belongs to this call; return what the run needs to resume."""
-    from .accounting import PrivacyReport
-    from .samplers._driver import RunProgress
-
-    meta, arrays = read_checkpoint(path)
-    try:
-        stored = meta["fingerprint"]
-        diff = sorted(k for k in set(stored) | set(fingerprint) if stored.get(k) != fingerprint.get(k))
-        if diff:
-            raise CheckpointError(
-                f"checkpoint {path!r} belongs to a different run: {', '.join(diff)} differ from the "
-                "call that wrote it; repeat that call's arguments to resume, or use another path"
-            )
-        n_state, n_info, done, planned = (int(meta[k]) for k in ("n_state", "n_info", "done", "planned"))
-        key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]), impl=meta["key_impl"])
-        report = None if meta["report"] is None else PrivacyReport.from_json(meta["report"])
-        theta0 = np.asarray(arrays["theta0"])
-        if theta0.shape != (chains, model.dim) or not 0 <= done <= planned:
-            raise ValueError("inconsistent shapes or counts")
-        progress = RunProgress([arrays[f"state_{i}"] for i in range(n_state)], arrays["positions"],
-                               [arrays[f"info_{i}"] for i in range(n_info)], done)
-        secret = jnp.asarray(arrays["secret"]) if "secret" in arrays else None
-    except CheckpointError:
-        raise
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {path!r} is corrupted or incomplete ({type(exc).__name__}: "
-                              f"{exc})") from None
-    return {"fingerprint": stored, "key": key, "secret": secret, "theta0": theta0, "planned": planned,
-            "report": report, "progress": progress}
-
-
-def _same_secret(name: str, given: Any, stored: Any, path: str):
-    """The stored key, after checking a key given again is the same one."""
-    if stored is None:
-        raise CheckpointError(f"checkpoint {path!r} holds no {name} key")
-    if given is None:
-        return stored
-    given_words = np.asarray(jax.random.key_data(given) if name == "key" else given.words)
-    stored_words = np.asarray(jax.random.key_data(stored) if name == "key" else stored)
-    if given_words.shape != stored_words.shape or not np.array_equal(given_words, stored_words):
-        raise CheckpointError(
-            f"checkpoint {path!r} belongs to a different run: {name} differs from the key it was "
-            f"started with (pass the same {name}, or {'None' if name == 'key' else 'True'} to reuse "
-            "the stored one)"
-        )
-    return stored
-
-
-class _CheckpointWriter:
-    """Writes the run's checkpoint (atomic, 0o600) at the start and after every chunk."""
-
-    def __init__(self, path, fingerprint, key, secret, theta0, planned, report):
-        self.path = path
-        self.meta = {
-            "fingerprint": fingerprint,
-            "planned": int(planned),
-            "key_impl": str(jax.random.key_impl(key)),
-            "report": None if report is None else report.to_json(),
-        }
-        self.fixed = {"key": np.asarray(jax.random.key_data(key)), "theta0": np.asarray(theta0)}
-        if secret is not None:
-            self.fixed["secret"] = np.asarray(secret)
-
-    def write_start(self, kernel, theta0):
-        from .samplers._driver import RunProgress, _init_states
-
-        state = _init_states(kernel, jnp.asarray(theta0, dtype=jnp.result_type(float)))
-        # The infos' structure is known only after a step; an empty checkpoint stores none and
-        # the driver rebuilds empty infos from the kernel when it resumes at iteration 0.
-        self.write(RunProgress(state, np.zeros((theta0.shape[0], 0, theta0.shape[1])), None, 0))
-
-    def write(self, prog):
-        state = [np.asarray(a) for a in jax.tree.leaves(prog.state)]
-        infos = [] if prog.infos is None else [np.asarray(a) for a in jax.tree.leaves(prog.infos)]
-        arrays = dict(self.fixed)
-        arrays["positions"] = np.asarray(prog.positions)
-        arrays.update({f"state_{i}": a for i, a in enumerate(state)})
-        arrays.update({f"info_{i}": a for i, a in enumerate(infos)})
-        meta = dict(self.meta, done=int(prog.done), n_state=len(state), n_info=len(infos))
-        write_checkpoint(self.path, meta, arrays)
-
+# ------------------------------------------------------------------------------ starting points
 
 def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = None) -> None:
     """Refuse a start where the run cannot be defined; say so before drawing any noise.

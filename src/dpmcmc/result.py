@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._checkpoint import jsonable
 from .accounting import PrivacyReport
 
 __all__ = ["Result", "ReleasedStatistics", "NonPrivateDiagnostics", "ResultFileError", "load",
@@ -379,7 +380,7 @@ class Result:
             idata.sample_stats.attrs["note"] = _COVERED
         idata.posterior.attrs["algorithm"] = self.algorithm
         idata.posterior.attrs["model"] = self.model_name
-        idata.posterior.attrs["params"] = json.dumps(_jsonable(self.params))
+        idata.posterior.attrs["params"] = json.dumps(jsonable(self.params))
         idata.posterior.attrs["privacy_report"] = (
             self.privacy.to_json() if self.privacy is not None else "null"
         )
@@ -593,15 +594,3 @@ def _write_private_json(path: str, payload: dict) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def _jsonable(obj: Any):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return repr(obj)

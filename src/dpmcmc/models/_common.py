@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._keys import as_typed_key  # the one key check, shared with dpmcmc.sample
+
 __all__ = [
     "check_positive",
     "check_real",
@@ -69,20 +71,7 @@ def check_num_draws(value: Any) -> int:
 
 def check_key(key: Any, name: str = "key") -> jax.Array:
     """Accept a typed JAX key or a legacy ``uint32[2]`` key; no default (synthetic data only)."""
-    if key is None:
-        raise TypeError(f"{name} must be a JAX PRNG key, got None")
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        raise TypeError(f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), not an int")
-    if not hasattr(key, "dtype") or not hasattr(key, "shape"):
-        raise TypeError(f"{name} must be a JAX PRNG key, got {type(key).__name__}")
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise TypeError(f"{name} must be a single PRNG key, got shape {key.shape}")
-        return key
-    arr = jnp.asarray(key)
-    if arr.dtype == jnp.uint32 and arr.shape == (2,):
-        return jax.random.wrap_key_data(arr)
-    raise TypeError(f"{name} must be a JAX PRNG key, got dtype {arr.dtype} and shape {arr.shape}")
+    return as_typed_key(key, name)
 
 
 def check_data(data: Any, width: int, name: str = "data") -> jax.Array:

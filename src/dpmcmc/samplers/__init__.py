@@ -2,11 +2,13 @@
 
 - :data:`ALGORITHMS` — ``name -> AlgorithmSpec(name, private, prepare, build,
   accounting_params)`` for ``"rwmh"``, ``"hmc"``, ``"dp-penalty"``, ``"dp-hmc"``.
-- :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains.
+- :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains; :func:`init_states`
+  (a run's initial kernel states) and :func:`compiled_chunk` (its compiled chunk program, for
+  inspecting the HLO).
 - :class:`Kernel`, :class:`Info`, :class:`HMCInfo` — the kernel contract.
 - :func:`noise_std`, :func:`release_mu` — the noise convention shared with the accountant.
 """
-from dpmcmc.samplers._driver import run_chains
+from dpmcmc.samplers._driver import compiled_chunk, init_states, run_chains
 from dpmcmc.samplers._mechanisms import gaussian_mechanism, noise_std, release_mu, sensitivity
 from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
 from dpmcmc.samplers._types import HMCInfo, Info, Kernel
@@ -26,6 +28,8 @@ __all__ = [
     "Info",
     "HMCInfo",
     "run_chains",
+    "init_states",
+    "compiled_chunk",
     "noise_std",
     "release_mu",
     "sensitivity",

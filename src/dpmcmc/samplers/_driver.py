@@ -62,7 +62,8 @@ from dpmcmc.samplers._types import Kernel
 
 Array = Any
 
-__all__ = ["run_chains", "RunProgress", "DataKernel", "DEFAULT_PROGRESS_CHUNKS"]
+__all__ = ["run_chains", "init_states", "compiled_chunk", "RunProgress", "DataKernel",
+           "DEFAULT_PROGRESS_CHUNKS"]
 
 
 class RunProgress(NamedTuple):
@@ -152,17 +153,35 @@ def _cache_key(kernel):
     return kernel.cache_key if isinstance(kernel, DataKernel) else None
 
 
-def _init_states(kernel, theta0: Array):
-    """``vmap(init)`` over the rows of ``theta0``, compiled with the data as an argument."""
-    build, data = _split(kernel)
-    key = _cache_key(kernel)
-    init = None if key is None else _compile_cache.PROGRAMS.get(("init", key))
-    if init is None:
-        init = jax.jit(lambda d, th: jax.vmap(build(d).init)(th))
-        if key is not None:
-            # jit itself keys its executables on the arguments' shapes and dtypes.
-            _compile_cache.PROGRAMS.put(("init", key), init)
-    return init(data, theta0)
+def init_states(kernel: Any, theta0: Array):
+    """The initial kernel states of a run: ``vmap(init)`` over the rows of ``theta0``.
+
+    Compiled with the data as an argument (through the program cache when the kernel has a
+    ``cache_key``), under 64-bit JAX types like :func:`run_chains`: the states are exactly
+    those a run starts from, and what a checkpoint stores for a run not yet begun.
+
+    Parameters
+    ----------
+    kernel : Kernel or DataKernel
+    theta0 : array (chains, dim)
+        Starting points, one row per chain.
+
+    Returns
+    -------
+    pytree
+        The kernel state of every chain (leading axis ``chains``).
+    """
+    with jax.enable_x64(True):
+        theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
+        build, data = _split(kernel)
+        key = _cache_key(kernel)
+        init = None if key is None else _compile_cache.PROGRAMS.get(("init", key))
+        if init is None:
+            init = jax.jit(lambda d, th: jax.vmap(build(d).init)(th))
+            if key is not None:
+                # jit itself keys its executables on the arguments' shapes and dtypes.
+                _compile_cache.PROGRAMS.put(("init", key), init)
+        return init(data, theta0)
 
 
 class _Chunk:
@@ -414,7 +433,7 @@ def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progres
         # A dpmcmc.sample run (its programs hold no data): let a new process load them.
         _compile_cache.ensure_persistent_cache()
     chain_keys = jax.random.split(key, chains)
-    state = _init_states(kernel, theta0)
+    state = init_states(kernel, theta0)
     chunk = _chunk_program(kernel, chunk_size, state, chain_keys, secure)
     runner, info_shape = chunk.run, chunk.info_shape
     secret_arg = secret if secure else jnp.zeros(8, jnp.uint32)
@@ -513,13 +532,18 @@ def _compile(chunk: _Chunk, args: tuple, progress: bool) -> None:
     chunk.compiled.add(sig)
 
 
-def _compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
-                    data: Any = _NO_DATA, secure_secret: Optional[Array] = None):
+def compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
+                   data: Any = _NO_DATA, secure_secret: Optional[Array] = None):
     """The compiled chunk program of a run, as ``run_chains`` would compile it (not run).
 
-    For inspection: ``_compiled_chunk(...).as_text()`` is the optimised HLO, where tests check
+    For inspection: ``compiled_chunk(...).as_text()`` is the optimised HLO, where one can check
     that no data array is a constant of the program. Arguments as in :func:`run_chains`
-    (``kernel`` may also be a :class:`DataKernel`, with ``data`` omitted).
+    (``kernel`` may also be a :class:`DataKernel`, with ``data`` omitted). A run of ``length``
+    iterations without progress bar, with the same cache-keyed DataKernel, reuses the program.
+
+    Returns
+    -------
+    jax.stages.Compiled
     """
     with jax.enable_x64(True):
         return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret)
@@ -530,11 +554,11 @@ def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret):
         kernel = DataKernel(kernel, data)
     theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
     chain_keys = jax.random.split(key, theta0.shape[0])
-    state = _init_states(kernel, theta0)
+    state = init_states(kernel, theta0)
     secure = secure_secret is not None
     if secure:
         _secure_builder(kernel, "secure_secret")
-    # Through the program cache: a DataKernel with a cache key (``api._run_kernel``'s) is
+    # Through the program cache: a DataKernel with a cache key (``RunPlan.kernel()``'s) is
     # compiled here exactly as a run of ``length`` iterations without progress bar compiles it,
     # and such a run then reuses this executable.
     chunk = _chunk_program(kernel, int(length), state, chain_keys, secure)
