@@ -38,6 +38,7 @@ from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
 
+# MODES (defined in _proposals) is named here too: the registry validates ``mode`` against it.
 __all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty"]
 
 
