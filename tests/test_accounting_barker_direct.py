@@ -16,6 +16,7 @@ import pytest
 
 import dpmcmc
 from dpmcmc.accounting import barker_direct_rdp, barker_orders, barker_rdp, spent
+from dpmcmc.audit._variants import noiseless_mechanism
 from dpmcmc.samplers.barker import release_barker
 
 
@@ -119,7 +120,7 @@ def test_kernel_releases_the_assumed_gaussian():
     u = rng.uniform(-1.0, 1.0, b)
     batch = jnp.asarray((u * c)[:, None])  # ratio at θ = 0 → θ' = 1 is x
     rel = release_barker(jax.random.key(0), model, batch, jnp.zeros(1), jnp.ones(1), n0,
-                         _exact_logistic=True)
+                         mechanism=noiseless_mechanism)
     assert float(rel.value) == pytest.approx(math.sqrt(b) * u.mean(), rel=1e-12)
     assert float(rel.noise_variance) == pytest.approx(2.0 - u.var(), rel=1e-12)
     # With noise: the drawn value has exactly that variance (20 000 draws, 4-sigma band).

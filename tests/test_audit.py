@@ -148,14 +148,14 @@ def test_audit_tap_leaves_the_chain_unchanged(algorithm):
     design = far_row_design()
     spec = ALGORITHMS[algorithm]
     params = spec.prepare(entry.params(1.3), design.model, 5)
-    tapped = entry.build(design.model, design.data, params)
+    tapped = entry.tapped(design.model, design.data, params)
     plain = spec.build(design.model, design.data, params)
     key = jax.random.key(5)
-    step_t, step_p = jax.jit(tapped.step), jax.jit(plain.step)
+    step_t, step_p = jax.jit(tapped.transition), jax.jit(plain.step)
     s_t, s_p = tapped.init(design.theta0), plain.init(design.theta0)
     for t in range(4):
         k = jax.random.fold_in(key, t)
-        s_t, (info_t, taps) = step_t(k, s_t)
+        s_t, info_t, taps = step_t(k, s_t)
         s_p, info_p = step_p(k, s_p)
         np.testing.assert_array_equal(np.asarray(s_t.position), np.asarray(s_p.position))
         assert bool(info_t.accepted) == bool(info_p.accepted)

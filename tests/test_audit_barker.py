@@ -25,16 +25,17 @@ from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit._designs import FAR
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers.barker import build_dp_barker
+from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
+from dpmcmc.samplers.barker import tapped_dp_barker
 
 EPSILON, DELTA, FAST_TRIALS = 3.0, 1e-5, 200_000
 ENTRY = AUDITS["dp-barker"]
 
 
-def _kernel(data, p, **flags):
+def _kernel(data, p, **pieces):
     design = ENTRY.design(p["batch_size"] // 2)
-    return build_dp_barker(design.model, data, p["batch_size"], p["n0"],
-                           jnp.asarray(p["proposal_std"]), p["mode"], **flags)
+    return tapped_dp_barker(design.model, data, p["batch_size"], p["n0"],
+                            jnp.asarray(p["proposal_std"]), p["mode"], **pieces)
 
 
 def _prepared(half):
@@ -54,11 +55,11 @@ def test_noiseless_releases_are_the_assumed_means_and_variances():
     design, p = _prepared(52)
     b = p["batch_size"]
     for data, prime in ((design.data, False), (design.data_prime, True)):
-        kernel = _kernel(data, p, _exact_logistic=True, _audit=True)
-        step = jax.jit(kernel.step)
+        kernel = _kernel(data, p, mechanism=noiseless_mechanism, correction=logistic_correction)
+        step = jax.jit(kernel.transition)
         s = kernel.init(design.theta0)
         for t in range(6):
-            s, (info, taps) = step(jax.random.fold_in(jax.random.key(7), t), s)
+            s, info, taps = step(jax.random.fold_in(jax.random.key(7), t), s)
             sign = float(np.sign(taps["theta_new"][0] - taps["theta"][0]))
             assert float(info.clip_fraction) == 1.0
             if prime:
@@ -71,12 +72,12 @@ def test_noiseless_releases_are_the_assumed_means_and_variances():
 
 def test_audit_tap_leaves_the_chain_unchanged():
     design, p = _prepared(52)
-    tapped = _kernel(design.data, p, _audit=True)
+    tapped = _kernel(design.data, p)
     plain = ALGORITHMS["dp-barker"].build(design.model, design.data, p)
     st, sp = tapped.init(design.theta0), plain.init(design.theta0)
     for t in range(6):
         k = jax.random.fold_in(jax.random.key(3), t)
-        st, (it, _) = tapped.step(k, st)
+        st, it, _ = tapped.transition(k, st)
         sp, ip = plain.step(k, sp)
         np.testing.assert_array_equal(np.asarray(st.position), np.asarray(sp.position))
         assert bool(it.accepted) == bool(ip.accepted)

@@ -36,14 +36,21 @@ def _steps(algorithm, data, scale, iterations, key, tapped=True, noise=None):
     design = entry.design()
     spec = ALGORITHMS[algorithm]
     p = spec.prepare(entry.params(scale), design.model, SUBSAMPLED_N)
-    kernel = (entry.build(design.model, data, p, noise) if tapped
-              else spec.build(design.model, data, p, noise=noise))
-    step = jax.jit(kernel.step)
+    if tapped:
+        kernel = entry.tapped(design.model, data, p, noise)
+        step = jax.jit(kernel.transition)
+    else:
+        kernel = spec.build(design.model, data, p, noise=noise)
+        step = jax.jit(kernel.step)
     s = kernel.init(design.theta0)
     out = []
     for t in range(iterations):
-        s, o = step(jax.random.fold_in(key, t), s)
-        out.append((s, o))
+        if tapped:
+            s, info, taps = step(jax.random.fold_in(key, t), s)
+            out.append((s, (info, taps)))
+        else:
+            s, info = step(jax.random.fold_in(key, t), s)
+            out.append((s, info))
     return p, out
 
 

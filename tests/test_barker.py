@@ -16,6 +16,8 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
+from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
+from dpmcmc.samplers._mechanisms import gaussian_mechanism
 from dpmcmc.samplers.barker import (
     DP_BARKER_C,
     SUP_CDF_TARGET,
@@ -23,8 +25,18 @@ from dpmcmc.samplers.barker import (
     barker_accept,
     barker_clip_bound,
     build_dp_barker,
+    draw_correction,
     release_barker,
+    tapped_dp_barker,
 )
+
+
+def _exact_logistic(exact):
+    """The pieces of the exact-logistic limit (no privacy noise, an exact logistic test) if
+    ``exact``, else the kernel's own: the ``mechanism=`` and ``correction=`` arguments."""
+    if exact:
+        return {"mechanism": noiseless_mechanism, "correction": logistic_correction}
+    return {"mechanism": gaussian_mechanism, "correction": draw_correction}
 
 PRIOR_SD = 10.0
 
@@ -112,9 +124,11 @@ def _acceptance_frequencies(deltas, exact_logistic, draws, key):
     def one(k, a):
         k1, k2 = jax.random.split(k)
         batch = jnp.full((b, 1), a)
-        rel = release_barker(k1, model, batch, theta, theta_new, n0, _exact_logistic=exact_logistic)
+        pieces = _exact_logistic(exact_logistic)
+        rel = release_barker(k1, model, batch, theta, theta_new, n0,
+                             mechanism=pieces["mechanism"])
         noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-        return barker_accept(k2, noisy, _exact_logistic=exact_logistic)[0], rel
+        return barker_accept(k2, noisy, correction=pieces["correction"])[0], rel
 
     per_delta = jax.vmap(one, in_axes=(0, None))
     run = jax.jit(jax.vmap(lambda k, a: per_delta(jax.random.split(k, draws), a)))
@@ -276,8 +290,8 @@ def test_exact_limit_chain_is_exact(exact):
     must pass too. The guided walk is used: it exercises the direction bookkeeping as well.
     """
     model, data, mean, sd = _gaussian_problem(200, 20.0, identical=True)
-    kernel = build_dp_barker(model, data, 200, 20.0, jnp.array([0.2]), "guided-walk",
-                             _exact_logistic=exact)
+    kernel = tapped_dp_barker(model, data, 200, 20.0, jnp.array([0.2]), "guided-walk",
+                              **_exact_logistic(exact)).kernel()
     final, info = _run_from_posterior(kernel, mean, sd, 400, 40, seed=21 + exact)
     assert float(jnp.mean(info.clip_fraction)) == 0.0
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
@@ -306,11 +320,11 @@ def test_subsampled_chain_targets_the_tempered_posterior():
 def test_audit_tap_reports_the_release_and_does_not_change_the_chain():
     model, data, mean, sd = _gaussian_problem(300, 30.0, seed=2)
     plain = build_dp_barker(model, data, 30, 30.0, jnp.array([0.2]))
-    tapped = build_dp_barker(model, data, 30, 30.0, jnp.array([0.2]), _audit=True)
+    tapped = tapped_dp_barker(model, data, 30, 30.0, jnp.array([0.2]))
     state = plain.init(jnp.array([mean]))
     key = jax.random.key(4)
     s1, info1 = jax.jit(plain.step)(key, state)
-    s2, (info2, taps) = jax.jit(tapped.step)(key, state)
+    s2, info2, taps = jax.jit(tapped.transition)(key, state)
     np.testing.assert_array_equal(s1.position, s2.position)
     assert bool(info1.accepted) == bool(info2.accepted)
     assert set(taps) == {"delta", "noise_variance", "theta", "theta_new", "batch"}

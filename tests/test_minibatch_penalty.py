@@ -20,6 +20,7 @@ from dpmcmc.diagnostics import mmd_test
 from dpmcmc.models import preset
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
+from dpmcmc.audit._variants import uncorrected_statistic
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
     batch_rows,
@@ -32,6 +33,7 @@ from dpmcmc.samplers.minibatch_penalty import (
     minibatch_sensitivity,
     penalised_statistic,
     release_penalised_llr,
+    tapped_minibatch_penalty,
 )
 
 PRIOR_SD = 10.0
@@ -262,8 +264,8 @@ def test_gaussian_chain_targets_the_tempered_posterior(mode, chains):
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
     if mode == "random-walk":
-        wrong = build_minibatch_penalty(model, data, 1e-3, b, 50.0, jnp.array([0.2]), mode,
-                                        _variance_correction=False)
+        wrong = tapped_minibatch_penalty(model, data, 1e-3, b, 50.0, jnp.array([0.2]), mode,
+                                         statistic=uncorrected_statistic).kernel()
         final_w, _ = _final_states(wrong, theta0, 100, seed=41)
         assert _exactness_pvalue(final_w, mean, sd) < CHAIN_ALPHA
 
@@ -299,12 +301,11 @@ def test_tempered_banana_two_sample():
 def test_audit_tap_and_one_component_mode():
     model, data, mean, sd = _gaussian_problem(300, 30.0, seed=2)
     plain = build_minibatch_penalty(model, data, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
-    tapped = build_minibatch_penalty(model, data, 0.5, 30, 2.0, jnp.array([0.2]), "one-component",
-                                     _audit=True)
+    tapped = tapped_minibatch_penalty(model, data, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
     state = plain.init(jnp.array([mean]))
     key = jax.random.key(4)
     s1, info1 = jax.jit(plain.step)(key, state)
-    s2, (info2, taps) = jax.jit(tapped.step)(key, state)
+    s2, info2, taps = jax.jit(tapped.transition)(key, state)
     np.testing.assert_array_equal(s1.position, s2.position)
     assert bool(info1.accepted) == bool(info2.accepted)
     assert set(taps) == {"llr", "llr_sigma", "sensitivity", "theta", "theta_new", "batch"}

@@ -21,8 +21,9 @@ from scipy import stats
 
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.samplers.dp_hmc import build_dp_hmc
-from dpmcmc.samplers.dp_penalty import build_dp_penalty
+from dpmcmc.audit._variants import uncorrected_accept
+from dpmcmc.samplers.dp_hmc import tapped_dp_hmc
+from dpmcmc.samplers.dp_penalty import tapped_dp_penalty
 
 ALPHA = 1e-3
 DIM = 2
@@ -125,8 +126,9 @@ def test_dp_penalty_is_exact_with_noise_and_tempering(tempered):
 
 def test_dp_penalty_without_correction_is_detected(tempered):
     prm = penalty_params(tempered)
-    kernel = build_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"],
-                              jnp.full(DIM, prm["proposal_std"]), "random-walk", _correction=False)
+    kernel = tapped_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"],
+                               jnp.full(DIM, prm["proposal_std"]), "random-walk",
+                               accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(kernel, tempered, CHAINS, ITERS, key=3)
     p, var = exactness_pvalue(final, tempered)
     assert p < ALPHA
@@ -145,9 +147,9 @@ def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
 
 def test_dp_hmc_without_correction_is_detected(tempered):
     prm = dphmc_params(tempered)
-    kernel = build_dp_hmc(tempered.model, tempered.data, prm["tau_l"], prm["tau_g"], prm["clip"],
-                          prm["grad_clip"], prm["step_size"], prm["leapfrog_steps"], jnp.ones(DIM),
-                          _correction=False)
+    kernel = tapped_dp_hmc(tempered.model, tempered.data, prm["tau_l"], prm["tau_g"], prm["clip"],
+                           prm["grad_clip"], prm["step_size"], prm["leapfrog_steps"], jnp.ones(DIM),
+                           accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(kernel, tempered, CHAINS, ITERS // 2, key=4)
     p, var = exactness_pvalue(final, tempered)
     assert p < ALPHA
@@ -166,8 +168,8 @@ def test_dp_penalty_modes_are_exact_and_need_the_correction(tempered, mode):
     final, info = run_from_stationarity(good, tempered, CHAINS, 2 * ITERS, key=key)
     assert float(info.clip_fraction.max()) == 0.0
     assert exactness_pvalue(final, tempered)[0] > ALPHA
-    bad = build_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"], std, mode,
-                           _correction=False)
+    bad = tapped_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"], std, mode,
+                            accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(bad, tempered, CHAINS, 2 * ITERS, key=key)
     p, var = exactness_pvalue(final, tempered)
     assert p < ALPHA and var > 1.0

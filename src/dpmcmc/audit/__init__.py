@@ -5,7 +5,7 @@
 - :class:`AuditResult` — claimed ε, audited lower bounds (released statistics and final draws),
   rates and intervals, ``flagged``.
 - :data:`AUDITS` — one :class:`AuditEntry` per audited algorithm (the worst-case design, the
-  kernel with its audit tap, and the test statistics).
+  tapped kernel, and the test statistics).
 - :func:`clopper_pearson`, :func:`epsilon_lower_bound` — the statistics, reusable.
 
 See docs/audit.md for the method, the measured table and how to add an algorithm.

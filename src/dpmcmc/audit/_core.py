@@ -257,21 +257,21 @@ def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int,
                  noise: NoiseSource = None):
     """One compiled function for both data sets: ``(data, keys) -> per-run statistics``.
 
-    The kernel is the sampler's own (built with its ``_audit`` tap and the noise source
-    ``noise``, default ``jax.random``), stepped with the driver's key schedule
+    The kernel is the sampler's own (its tapped core, :attr:`AuditEntry.tapped`, with the noise
+    source ``noise``, default ``jax.random``), stepped with the driver's key schedule
     ``fold_in(run_key, t)``; each run is one chain, runs are a ``vmap``.
     """
     model, theta0 = design.model, design.theta0
     n = design.data.shape[0]
 
     def run(data, keys):
-        kernel = entry.build(model, data, prepared, noise)
+        kernel = entry.tapped(model, data, prepared, noise)
 
         def one(k):
             state = kernel.init(theta0)
 
             def body(s, t):
-                s, (info, taps) = kernel.step(jax.random.fold_in(k, t), s)
+                s, info, taps = kernel.transition(jax.random.fold_in(k, t), s)
                 clipped = info.clip_fraction >= 1.0
                 if hasattr(info, "grad_clip_fraction"):
                     clipped = clipped & (info.grad_clip_fraction >= 1.0)

@@ -68,12 +68,13 @@ release leaks, so auditing against it could not flag the miscalibrated variants.
 Adding an algorithm
 -------------------
 One :class:`AuditEntry` in :data:`AUDITS`. A new sampler must provide (see docs/audit.md):
-its kernel builder's ``_audit=True`` tap (``step`` returns ``(state, (info, taps))`` with the
-released noisy values and their queries), noise drawn through
+its tapped core (``tapped_<algorithm>(...) -> TappedKernel``, whose ``transition`` returns
+``(state, info, taps)`` with the released noisy values and their queries, and whose ``kernel()``
+is what the public builder returns), noise drawn through
 :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` and clipping through
 :mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), a registry entry, and an
 ``accounting.releases`` description; the entry supplies worst-case parameters as a function
-of one noise scale, the kernel construction with the tap, and the two statistics.
+of one noise scale, the tapped kernel's construction, and the two statistics.
 """
 from __future__ import annotations
 
@@ -84,12 +85,12 @@ import numpy as np
 
 from dpmcmc.models.base import Model
 from dpmcmc.samplers._mechanisms import noise_std
-from dpmcmc.samplers.barker import build_dp_barker
-from dpmcmc.samplers.dp_hmc import build_dp_hmc
-from dpmcmc.samplers.dp_penalty import build_dp_penalty
-from dpmcmc.samplers.dp_sgld import build_dp_sgld
-from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
-from dpmcmc.samplers.minibatch_penalty import build_minibatch_penalty
+from dpmcmc.samplers.barker import tapped_dp_barker
+from dpmcmc.samplers.dp_hmc import tapped_dp_hmc
+from dpmcmc.samplers.dp_penalty import tapped_dp_penalty
+from dpmcmc.samplers.dp_sgld import tapped_dp_sgld
+from dpmcmc.samplers.dp_sgnht import tapped_dp_sgnht
+from dpmcmc.samplers.minibatch_penalty import tapped_minibatch_penalty
 
 Array = Any
 
@@ -163,10 +164,11 @@ class AuditEntry(NamedTuple):
         which the accountant's ε equals the requested one.
     design : callable
         ``design(scale) -> AuditDesign`` (most designs ignore the scale; DP Barker's size is it).
-    build : callable
-        ``build(model, data, prepared_params, noise=None) -> Kernel`` with the kernel's
-        ``_audit`` tap on; ``noise`` is the kernel's noise source (the audit passes a
-        deliberately miscalibrated one to show its power).
+    tapped : callable
+        ``tapped(model, data, prepared_params, noise=None) -> TappedKernel``: the sampler's own
+        kernel, built from its module's ``tapped_*`` core, whose ``transition`` also returns the
+        taps; ``noise`` is the kernel's noise source (the audit passes a deliberately
+        miscalibrated one to show its power).
     release_statistic : callable
         ``release_statistic(taps, prepared_params, n) -> scalar``: for ONE run, ``taps`` with a
         leading iterations axis; larger on D. Traced by JAX.
@@ -184,7 +186,7 @@ class AuditEntry(NamedTuple):
     iterations: int
     params: Callable[[float], dict]
     design: Callable[[], AuditDesign]
-    build: Callable[[Any, Array, dict], Any]
+    tapped: Callable[[Any, Array, dict], Any]
     release_statistic: Callable[[dict, dict, int], Array]
     draws_statistic: Callable[[Array], Array]
     integer_scale: bool = False
@@ -214,9 +216,9 @@ def _penalty_params(scale: float) -> dict:
     return {"tau": scale, "clip": 1.0, "proposal_std": 0.5, "mode": "random-walk"}
 
 
-def _penalty_build(model, data, p, noise=None):
-    return build_dp_penalty(model, data, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
-                            p["mode"], block_size=p["block_size"], noise=noise, _audit=True)
+def _penalty_tapped(model, data, p, noise=None):
+    return tapped_dp_penalty(model, data, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
+                             p["mode"], block_size=p["block_size"], noise=noise)
 
 
 def _penalty_statistic(taps, p, n):
@@ -235,11 +237,11 @@ def _hmc_params(scale: float) -> dict:
             "step_size": 0.2, "leapfrog_steps": _HMC_LEAPFROG}
 
 
-def _hmc_build(model, data, p, noise=None):
-    return build_dp_hmc(model, data, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
-                        p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
-                        jitter=p["jitter"], grad_method=p["grad_method"],
-                        block_size=p["block_size"], noise=noise, _audit=True)
+def _hmc_tapped(model, data, p, noise=None):
+    return tapped_dp_hmc(model, data, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
+                         p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
+                         jitter=p["jitter"], grad_method=p["grad_method"],
+                         block_size=p["block_size"], noise=noise)
 
 
 def _hmc_statistic(taps, p, n):
@@ -311,16 +313,16 @@ def _sgnht_params(scale: float) -> dict:
     return {**_sgld_params(scale), "friction": 1.0}
 
 
-def _sgld_build(model, data, p, noise=None):
-    return build_dp_sgld(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
-                         p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
-                         noise=noise, _audit=True)
+def _sgld_tapped(model, data, p, noise=None):
+    return tapped_dp_sgld(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                          p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
+                          noise=noise)
 
 
-def _sgnht_build(model, data, p, noise=None):
-    return build_dp_sgnht(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
-                          p["grad_clip"], p["friction"], grad_method=p["grad_method"],
-                          block_size=p["block_size"], noise=noise, _audit=True)
+def _sgnht_tapped(model, data, p, noise=None):
+    return tapped_dp_sgnht(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                           p["grad_clip"], p["friction"], grad_method=p["grad_method"],
+                           block_size=p["block_size"], noise=noise)
 
 
 def _sgd_statistic(taps, p, n):
@@ -354,9 +356,9 @@ def _mbp_params(scale: float) -> dict:
             "mode": "random-walk"}
 
 
-def _mbp_build(model, data, p, noise=None):
-    return build_minibatch_penalty(model, data, p["tau"], p["batch_size"], p["clip"],
-                                   jnp.asarray(p["proposal_std"]), p["mode"], noise=noise, _audit=True)
+def _mbp_tapped(model, data, p, noise=None):
+    return tapped_minibatch_penalty(model, data, p["tau"], p["batch_size"], p["clip"],
+                                    jnp.asarray(p["proposal_std"]), p["mode"], noise=noise)
 
 
 def _mbp_statistic(taps, p, n):
@@ -403,9 +405,9 @@ def _barker_params(scale: float) -> dict:
     return {"batch_size": 2 * int(scale), "proposal_std": _BARKER_PROPOSAL, "mode": "random-walk"}
 
 
-def _barker_build(model, data, p, noise=None):
-    return build_dp_barker(model, data, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
-                           p["mode"], noise=noise, _audit=True)
+def _barker_tapped(model, data, p, noise=None):
+    return tapped_dp_barker(model, data, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
+                            p["mode"], noise=noise)
 
 
 def _barker_statistic(taps, p, n):
@@ -421,17 +423,17 @@ def _barker_statistic(taps, p, n):
 
 
 AUDITS: dict[str, AuditEntry] = {
-    "dp-barker": AuditEntry("dp-barker", 8, _barker_params, _barker_design, _barker_build,
+    "dp-barker": AuditEntry("dp-barker", 8, _barker_params, _barker_design, _barker_tapped,
                             _barker_statistic, _last_draw, integer_scale=True,
                             max_scale=MAX_DESIGN_ROWS // 2),
-    "dp-penalty": AuditEntry("dp-penalty", 5, _penalty_params, far_row_design, _penalty_build,
+    "dp-penalty": AuditEntry("dp-penalty", 5, _penalty_params, far_row_design, _penalty_tapped,
                              _penalty_statistic, _last_draw),
-    "dp-hmc": AuditEntry("dp-hmc", 2, _hmc_params, far_row_design, _hmc_build, _hmc_statistic,
+    "dp-hmc": AuditEntry("dp-hmc", 2, _hmc_params, far_row_design, _hmc_tapped, _hmc_statistic,
                          _last_draw),
-    "dp-sgld": AuditEntry("dp-sgld", 3, _sgld_params, _sgd_design, _sgld_build, _sgd_statistic,
+    "dp-sgld": AuditEntry("dp-sgld", 3, _sgld_params, _sgd_design, _sgld_tapped, _sgd_statistic,
                           _last_draw),
-    "dp-sgnht": AuditEntry("dp-sgnht", 3, _sgnht_params, _sgd_design, _sgnht_build,
+    "dp-sgnht": AuditEntry("dp-sgnht", 3, _sgnht_params, _sgd_design, _sgnht_tapped,
                            _sgd_statistic, _last_draw),
-    "minibatch-penalty": AuditEntry("minibatch-penalty", 5, _mbp_params, _mbp_design, _mbp_build,
+    "minibatch-penalty": AuditEntry("minibatch-penalty", 5, _mbp_params, _mbp_design, _mbp_tapped,
                                     _mbp_statistic, _last_draw),
 }

@@ -224,23 +224,30 @@ class NoiseSource:
 
     def normal(self, key: Array, shape: tuple = (), dtype: Any = None) -> Array:
         """Standard normals of ``shape``, drawn in float64 (then cast to ``dtype`` if given)."""
-        _require_x64()
-        if self.secret is not None:
-            z = _secure_standard_normal(self.secret, key, tuple(shape), jnp.float64, self)
-        else:
-            z = jax.random.normal(key, tuple(shape), dtype=jnp.float64)
-        return z if dtype is None else z.astype(dtype)
+        # Looked up at call time: the secure-mode tests count executions of this one draw.
+        return self._float64_draw(
+            key, shape, dtype, jax.random.normal,
+            lambda k, s: _secure_standard_normal(self.secret, k, s, jnp.float64, self))
 
     def uniform(self, key: Array, shape: tuple = (), dtype: Any = None) -> Array:
         """Uniforms on [0, 1) of ``shape``, drawn in float64 (then cast to ``dtype`` if given)."""
-        _require_x64()
-        if self.secret is not None:
-            from dpmcmc.secure import secure_uniform
+        from dpmcmc.secure import secure_uniform
 
-            u = secure_uniform(self._release_key(key), tuple(shape), jnp.float64)
+        return self._float64_draw(
+            key, shape, dtype, jax.random.uniform,
+            lambda k, s: secure_uniform(self._release_key(k), s, jnp.float64))
+
+    def _float64_draw(self, key: Array, shape: tuple, dtype: Any, plain, secure) -> Array:
+        """The secure-mode branch of every float draw: ``secure(key, shape)`` (ChaCha20 under the
+        secret) in secure mode, else ``plain(key, shape, dtype=float64)`` (``jax.random``);
+        float64 either way, then cast to ``dtype`` if one is given."""
+        _require_x64()
+        shape = tuple(shape)
+        if self.secret is not None:
+            z = secure(key, shape)
         else:
-            u = jax.random.uniform(key, tuple(shape), dtype=jnp.float64)
-        return u if dtype is None else u.astype(dtype)
+            z = plain(key, shape, dtype=jnp.float64)
+        return z if dtype is None else z.astype(dtype)
 
     def permutation(self, key: Array, n: int) -> Array:
         """A uniformly random permutation of ``0..n-1``, secret in secure mode."""

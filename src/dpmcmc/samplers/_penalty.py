@@ -34,8 +34,7 @@ def mh_accept(key: Array, log_ratio: Array) -> tuple[Array, Array]:
     return (~nan) & (log_u < log_ratio), nan
 
 
-def penalty_accept(key: Array, noisy_log_ratio: Array, noise_sd: Array, *,
-                   correction: bool = True) -> tuple[Array, Array]:
+def penalty_accept(key: Array, noisy_log_ratio: Array, noise_sd: Array) -> tuple[Array, Array]:
     """Penalty-corrected test: accept with probability ``min(1, exp(λ̂ − noise_sd²/2))``.
 
     Parameters
@@ -45,14 +44,10 @@ def penalty_accept(key: Array, noisy_log_ratio: Array, noise_sd: Array, *,
         λ̂: the log acceptance ratio containing the Gaussian privacy noise.
     noise_sd : scalar
         Standard deviation of that noise as it enters λ̂.
-    correction : bool, default True
-        Internal testing hook: ``False`` drops the ``−noise_sd²/2`` term (an incorrect sampler,
-        used only to show the tests have power). Not exposed through the public API.
 
     Returns
     -------
     accepted, nan : bool
         As in :func:`mh_accept`.
     """
-    penalty = 0.5 * noise_sd * noise_sd if correction else 0.0
-    return mh_accept(key, noisy_log_ratio - penalty)
+    return mh_accept(key, noisy_log_ratio - 0.5 * noise_sd * noise_sd)

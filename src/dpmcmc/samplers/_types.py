@@ -6,7 +6,7 @@ from typing import Any, Callable, NamedTuple
 Array = Any
 PRNGKey = Any
 
-__all__ = ["Kernel", "Info", "HMCInfo"]
+__all__ = ["Kernel", "TappedKernel", "Info", "HMCInfo"]
 
 
 class Kernel(NamedTuple):
@@ -24,6 +24,38 @@ class Kernel(NamedTuple):
 
     init: Callable[[Array], Any]
     step: Callable[[PRNGKey, Any], tuple]
+
+
+class TappedKernel(NamedTuple):
+    """A private kernel's core: its step also returns what it released.
+
+    Each private algorithm module builds one; its public builder returns :meth:`kernel`, whose
+    step drops the taps, and the privacy audit (:mod:`dpmcmc.audit`) steps ``transition`` itself
+    to observe the released values. Nothing about the chain differs between the two.
+
+    Attributes
+    ----------
+    init : callable
+        As :attr:`Kernel.init`.
+    transition : callable
+        ``transition(key, state) -> (state, info, taps)``: one iteration; ``taps`` a dict of the
+        released noisy values, their noise scale and the query they answer (see each builder).
+        NOT part of a run's output: some taps (a batch, DP Barker's noise variance) are
+        internals of the mechanism.
+    """
+
+    init: Callable[[Array], Any]
+    transition: Callable[[PRNGKey, Any], tuple]
+
+    def kernel(self) -> Kernel:
+        """The public kernel: the same transition, its taps dropped."""
+        transition = self.transition
+
+        def step(key, state):
+            new_state, info, _ = transition(key, state)
+            return new_state, info
+
+        return Kernel(self.init, step)
 
 
 class Info(NamedTuple):

@@ -12,7 +12,7 @@ The acceptance test ``Δ* + X_nc + X_corr > 0`` needs ``X_corr`` with
 The kernel
 ----------
 One iteration (002 §2.3, §3.2 and App. B; 001 Algorithm 3), for a data-independent symmetric
-proposal θ' (the proposal modes of :mod:`dpmcmc.samplers.dp_penalty`):
+proposal θ' (the proposal modes of :mod:`dpmcmc.samplers._proposals`):
 
 1. Draw a batch ``B`` of ``b`` distinct records uniformly without replacement
    (:func:`dpmcmc.samplers._minibatch.sample_batch_indices`).
@@ -69,9 +69,8 @@ the released sum (counted as clipped); never a rejection (docs/nonfinite.md).
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 
 from dpmcmc.accounting.budget import BARKER_NOISE_VARIANCE
@@ -95,8 +94,8 @@ from dpmcmc.samplers._minibatch import (
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._types import Kernel
-from dpmcmc.samplers.dp_penalty import MODES, finish_move, init_state, propose
+from dpmcmc.samplers._proposals import check_mode, init_state, proposal_transition
+from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
 
@@ -118,7 +117,9 @@ __all__ = [
     "barker_clip_bound",
     "release_barker",
     "barker_accept",
+    "draw_correction",
     "build_dp_barker",
+    "tapped_dp_barker",
 ]
 
 DP_BARKER_C: float = BARKER_NOISE_VARIANCE
@@ -156,8 +157,8 @@ def barker_clip_bound(batch_size: int, n0: float) -> float:
 
 
 def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Array, n0: float,
-                   *, _exact_logistic: bool = False, noise: Optional[NoiseSource] = None
-                   ) -> BarkerRelease:
+                   *, noise: Optional[NoiseSource] = None,
+                   mechanism: Callable = gaussian_mechanism) -> BarkerRelease:
     """Release the noisy tempered batch estimate ``Δ̃`` of DP Barker (steps 2–4 of the module doc).
 
     Parameters
@@ -169,12 +170,13 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     theta, theta_new : array (dim,)
     n0 : float
         ``n₀ = T n``: the tempering of 002 §3.2 (``n₀ = n`` without tempering).
-    _exact_logistic : bool
-        TESTING ONLY: release ``Δ*_data`` without noise (the caller then draws an exact logistic
-        instead of ``X_nc + X_corr``). Never set it in a real run.
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
+    mechanism : callable, default :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism`
+        ``mechanism(key, value, sigma, noise)``. Only the audit's tests pass another one (no
+        noise at all, to see the exact released means, or with an exact logistic test the
+        noiseless limit the privacy noise approximates).
 
     Returns
     -------
@@ -191,14 +193,17 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     s2 = jnp.clip(k * k * sq_dev, 0.0, 1.0)
     noise_variance = jnp.asarray(DP_BARKER_C, dtype) - s2
     count = jnp.sum(clipped, dtype=jnp.int32)
-    if _exact_logistic:
-        return BarkerRelease(k * total, noise_variance, s2, count)
-    value = gaussian_mechanism(key, k * total, jnp.sqrt(noise_variance), noise)
+    value = mechanism(key, k * total, jnp.sqrt(noise_variance), noise)
     return BarkerRelease(value, noise_variance, s2, count)
 
 
-def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool = False,
-                  noise: Optional[NoiseSource] = None) -> tuple[Array, Array]:
+def draw_correction(key: Array, dtype: Any, noise: Optional[NoiseSource] = None) -> Array:
+    """One ``X_corr`` draw at ``C = 2`` from the kernel's noise source (:func:`sample_correction`)."""
+    return sample_correction(key, (), C=DP_BARKER_C, dtype=dtype, noise=noise)
+
+
+def barker_accept(key: Array, noisy_log_ratio: Array, *, noise: Optional[NoiseSource] = None,
+                  correction: Callable = draw_correction) -> tuple[Array, Array]:
     """The corrected Barker test: accept iff ``noisy_log_ratio + X_corr > 0``, ``X_corr`` at C = 2.
 
     Parameters
@@ -206,12 +211,12 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool =
     key : PRNG key
     noisy_log_ratio : scalar
         ``Δ̃ + ln p(θ') − ln p(θ)``: the released estimate plus the prior (and proposal) terms.
-    _exact_logistic : bool
-        TESTING ONLY: add an exact standard logistic draw instead of ``X_corr`` (with a
-        noiseless ``Δ*`` this is the exact Barker test, the limit the privacy noise
-        approximates). Never set it in a real run.
     noise : NoiseSource, optional
         The kernel's noise source, which draws ``X_corr`` (secret in secure mode).
+    correction : callable, default :func:`draw_correction`
+        ``correction(key, dtype, noise)``, the draw of ``X_corr``. Only the audit's tests pass
+        another one (an exact standard logistic: with a noiseless ``Δ*`` this is the exact
+        Barker test, the limit the privacy noise approximates).
 
     Returns
     -------
@@ -221,17 +226,56 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, _exact_logistic: bool =
         ``noisy_log_ratio`` is NaN: the caller reports a divergence.
     """
     dtype = jnp.result_type(noisy_log_ratio, jnp.float32)
-    if _exact_logistic:
-        x = jax.random.logistic(key, (), dtype=dtype)
-    else:
-        x = sample_correction(key, (), C=DP_BARKER_C, dtype=dtype, noise=noise)
+    x = correction(key, dtype, noise)
     nan = jnp.isnan(noisy_log_ratio)
     return (~nan) & (noisy_log_ratio + x > 0), nan
 
 
+def tapped_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
+                     mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
+                     mechanism: Callable = gaussian_mechanism,
+                     correction: Callable = draw_correction) -> TappedKernel:
+    """The DP Barker kernel with its taps (arguments as :func:`build_dp_barker`).
+
+    Parameters
+    ----------
+    mechanism, correction : callable
+        Passed to :func:`release_barker` and :func:`barker_accept` (only the audit's tests
+        change them).
+
+    Returns
+    -------
+    TappedKernel
+        ``taps = {"delta": Δ̃ (released), "noise_variance": C − s², "theta": θ,
+        "theta_new": θ', "batch": the batch indices}``.
+    """
+    check_mode(mode)
+    n = data.shape[0]
+    b = int(batch_size)
+    if not MIN_BATCH_SIZE <= b <= n:
+        raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n = {n}, got {b}")
+    n0 = float(n0)
+    if not (math.isfinite(n0) and 0.0 < n0 <= n):
+        raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
+
+    def release(keys, theta, theta_new):
+        k_batch, k_noise = keys
+        idx = sample_batch_indices(k_batch, n, b, noise)
+        rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
+                             noise=noise, mechanism=mechanism)
+        return (rel.value, rel.noise_variance, rel.clip_count / b,
+                {"delta": rel.value, "noise_variance": rel.noise_variance, "batch": idx})
+
+    def accept(key, noisy_log_ratio, _noise_variance):
+        # The Barker test needs no noise scale: X_nc + X_corr already total Logistic(0, 1).
+        return barker_accept(key, noisy_log_ratio, noise=noise, correction=correction)
+
+    transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 2, release, accept)
+    return TappedKernel(init_state, transition)
+
+
 def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
-                    mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
-                    _exact_logistic: bool = False, _audit: bool = False) -> Kernel:
+                    mode: str = "random-walk", *, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP Barker kernel (see the module docstring).
 
     Parameters
@@ -247,49 +291,17 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
     proposal_std : array (dim,)
         Proposal standard deviations.
     mode : {"random-walk", "one-component", "guided-walk"}
-        Proposal of :func:`dpmcmc.samplers.dp_penalty.propose`. The guided walk is valid with the
+        Proposal of :func:`dpmcmc.samplers._proposals.propose`. The guided walk is valid with the
         Barker acceptance function too: its argument needs only detailed balance of the move on
         ``(θ, d)``, which any ``g`` with ``g(s) = e^s g(−s)`` gives (002 Lemma 1).
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _exact_logistic : bool
-        TESTING ONLY: no privacy noise, exact logistic test (see :func:`barker_accept`).
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"delta": Δ̃ (released), "noise_variance": C − s², "theta": θ,
-        "theta_new": θ', "batch": the batch indices}``. Never set it in a real run.
 
     Returns
     -------
     Kernel
-        State :class:`dpmcmc.samplers.dp_penalty.DPPenaltyState`; info :class:`Info` whose
+        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
         ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    n = data.shape[0]
-    b = int(batch_size)
-    if not MIN_BATCH_SIZE <= b <= n:
-        raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n = {n}, got {b}")
-    n0 = float(n0)
-    if not (math.isfinite(n0) and 0.0 < n0 <= n):
-        raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
-    s = jnp.asarray(proposal_std)
-
-    def step(key, state):
-        k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
-        theta = state.position
-        theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        idx = sample_batch_indices(k_batch, n, b, noise)
-        rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
-                             _exact_logistic=_exact_logistic, noise=noise)
-        noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-        accepted, nan = barker_accept(k_acc, noisy, _exact_logistic=_exact_logistic, noise=noise)
-        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)
-        if _audit:
-            return new_state, (info, {"delta": rel.value, "noise_variance": rel.noise_variance,
-                                      "theta": theta, "theta_new": theta_new, "batch": idx})
-        return new_state, info
-
-    return Kernel(init_state, step)
+    return tapped_dp_barker(model, data, batch_size, n0, proposal_std, mode, noise=noise).kernel()

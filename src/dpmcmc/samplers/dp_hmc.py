@@ -29,7 +29,7 @@ never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -39,12 +39,12 @@ from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
-from dpmcmc.samplers._types import HMCInfo, Kernel
+from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
 from dpmcmc.samplers.hmc import jittered_step_size
 
 Array = Any
 
-__all__ = ["DPHMCState", "build_dp_hmc"]
+__all__ = ["DPHMCState", "build_dp_hmc", "tapped_dp_hmc"]
 
 
 class DPHMCState(NamedTuple):
@@ -55,11 +55,77 @@ class DPHMCState(NamedTuple):
     halton_mask: Array
 
 
+def tapped_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, grad_clip: float,
+                  step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
+                  grad_method: str = "auto", block_size: Optional[int] = None,
+                  grad_dtype: Optional[str] = "float32", mesh=None,
+                  noise: Optional[NoiseSource] = None,
+                  accept: Callable = penalty_accept) -> TappedKernel:
+    """The DP-HMC kernel with its taps (arguments as :func:`build_dp_hmc`).
+
+    Parameters
+    ----------
+    accept : callable, default :func:`dpmcmc.samplers._penalty.penalty_accept`
+        The test of step 4, as in :func:`dpmcmc.samplers.dp_penalty.tapped_dp_penalty`.
+
+    Returns
+    -------
+    TappedKernel
+        ``taps = {"llr", "llr_sigma", "theta", "theta_new"}`` (the log-likelihood-ratio release
+        and its query) and ``"grad_sum"``, the sum of the iteration's L+1 released noisy gradient
+        sums (untempered).
+    """
+    # Laid out once here; every pass of every iteration reads these blocks.
+    data = prepare_data(data, model=model, block_size=block_size, grad_dtype=grad_dtype, mesh=mesh)
+    n = data.shape[0]
+    temp = model.temperature
+    mass = jnp.asarray(mass)
+    prior_grad = jax.grad(model.log_prior)
+
+    def grad_fn(key, theta):
+        rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
+                           grad_dtype=grad_dtype, noise=noise)
+        # The leapfrog's aux sum also sums the released gradients (a tap for the audit).
+        return temp * rel.value + prior_grad(theta), (rel.clip_count, rel.value)
+
+    def init(theta):
+        theta = jnp.asarray(theta)
+        return DPHMCState(theta, jnp.zeros((), jnp.uint32), jnp.zeros((), jnp.uint32))
+
+    def transition(key, state):
+        k_mask, k_mom, k_g0, k_lf, k_noise, k_acc = jax.random.split(key, 6)
+        theta = state.position
+        m = mass.astype(theta.dtype)
+        eta, mask = jittered_step_size(k_mask, state.iteration, state.halton_mask, step_size,
+                                       jitter, theta.dtype)
+        p0 = sample_momentum(k_mom, m, theta)
+        g0, c0 = grad_fn(k_g0, theta)
+        lf = leapfrog(grad_fn, k_lf, theta, p0, g0, c0, eta, leapfrog_steps, m)
+        finite = jnp.all(jnp.isfinite(lf.position)) & jnp.all(jnp.isfinite(lf.momentum))
+        theta_new = jnp.where(finite, lf.position, theta)
+        p_new = jnp.where(finite, lf.momentum, p0)
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip, noise=noise)
+        noisy_log_ratio = (temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
+                           + kinetic_energy(p0, m) - kinetic_energy(p_new, m))
+        accepted, nan = accept(k_acc, noisy_log_ratio, temp * rel.sigma)
+        diverged = nan | ~finite
+        accepted = accepted & ~diverged
+        new_state = DPHMCState(jnp.where(accepted, theta_new, theta),
+                               state.iteration + jnp.uint32(1), mask)
+        grad_clips, grad_sum = lf.aux_sum
+        info = HMCInfo(accepted, rel.clip_count.astype(theta.dtype) / n, diverged,
+                       grad_clips.astype(theta.dtype) / (n * (leapfrog_steps + 1)), eta)
+        return new_state, info, {"llr": rel.value, "llr_sigma": rel.sigma, "theta": theta,
+                                 "theta_new": theta_new, "grad_sum": grad_sum}
+
+    return TappedKernel(init, transition)
+
+
 def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, grad_clip: float,
                  step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
                  grad_method: str = "auto", block_size: Optional[int] = None,
                  grad_dtype: Optional[str] = "float32", mesh=None,
-                 noise: Optional[NoiseSource] = None, _correction: bool = True, _audit: bool = False) -> Kernel:
+                 noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP-HMC kernel.
 
     Parameters
@@ -95,64 +161,12 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _correction : bool
-        Internal testing hook (drops the penalty term when False). Never set it in a real run.
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"llr", "llr_sigma", "theta", "theta_new"}`` (the log-likelihood-ratio release
-        and its query) and ``"grad_sum"``, the sum of the iteration's L+1 released noisy gradient
-        sums (untempered). Never set it in a real run.
 
     Returns
     -------
     Kernel
         Info is :class:`HMCInfo`.
     """
-    # Laid out once here; every pass of every iteration reads these blocks.
-    data = prepare_data(data, model=model, block_size=block_size, grad_dtype=grad_dtype, mesh=mesh)
-    n = data.shape[0]
-    temp = model.temperature
-    mass = jnp.asarray(mass)
-    prior_grad = jax.grad(model.log_prior)
-
-    def grad_fn(key, theta):
-        rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
-                           grad_dtype=grad_dtype, noise=noise)
-        # The audit hook also sums the released gradients (through the leapfrog's aux sum).
-        aux = (rel.clip_count, rel.value) if _audit else rel.clip_count
-        return temp * rel.value + prior_grad(theta), aux
-
-    def init(theta):
-        theta = jnp.asarray(theta)
-        return DPHMCState(theta, jnp.zeros((), jnp.uint32), jnp.zeros((), jnp.uint32))
-
-    def step(key, state):
-        k_mask, k_mom, k_g0, k_lf, k_noise, k_acc = jax.random.split(key, 6)
-        theta = state.position
-        m = mass.astype(theta.dtype)
-        eta, mask = jittered_step_size(k_mask, state.iteration, state.halton_mask, step_size,
-                                       jitter, theta.dtype)
-        p0 = sample_momentum(k_mom, m, theta)
-        g0, c0 = grad_fn(k_g0, theta)
-        lf = leapfrog(grad_fn, k_lf, theta, p0, g0, c0, eta, leapfrog_steps, m)
-        finite = jnp.all(jnp.isfinite(lf.position)) & jnp.all(jnp.isfinite(lf.momentum))
-        theta_new = jnp.where(finite, lf.position, theta)
-        p_new = jnp.where(finite, lf.momentum, p0)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau_l, clip, noise=noise)
-        noisy_log_ratio = (temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-                           + kinetic_energy(p0, m) - kinetic_energy(p_new, m))
-        accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
-                                       correction=_correction)
-        diverged = nan | ~finite
-        accepted = accepted & ~diverged
-        new_state = DPHMCState(jnp.where(accepted, theta_new, theta),
-                               state.iteration + jnp.uint32(1), mask)
-        grad_clips = lf.aux_sum[0] if _audit else lf.aux_sum
-        info = HMCInfo(accepted, rel.clip_count.astype(theta.dtype) / n, diverged,
-                       grad_clips.astype(theta.dtype) / (n * (leapfrog_steps + 1)), eta)
-        if _audit:
-            return new_state, (info, {"llr": rel.value, "llr_sigma": rel.sigma, "theta": theta,
-                                      "theta_new": theta_new, "grad_sum": lf.aux_sum[1]})
-        return new_state, info
-
-    return Kernel(init, step)
+    return tapped_dp_hmc(model, data, tau_l, tau_g, clip, grad_clip, step_size, leapfrog_steps,
+                         mass, jitter=jitter, grad_method=grad_method, block_size=block_size,
+                         grad_dtype=grad_dtype, mesh=mesh, noise=noise).kernel()

@@ -13,15 +13,8 @@ One iteration, for proposal θ' from a data-independent symmetric proposal:
 
 Without clipping (every ratio within its bound) the chain targets the exact tempered posterior.
 
-Proposal modes (001 §3.1):
-
-- ``"random-walk"``: ``θ' = θ + s ⊙ z``, ``z ~ N(0, I)``.
-- ``"one-component"``: pick ``i`` uniformly, ``θ'_i = θ_i + s_i z``: a smaller ‖θ−θ'‖, hence less
-  noise.
-- ``"guided-walk"``: as one-component, but ``θ'_i = θ_i + d_i s_i |z|`` with a direction
-  ``d_i ∈ {−1, +1}`` per component kept in the state; ``d_i`` is kept after an acceptance and
-  reversed after a rejection (Gustafson's guided walk: a reversible move on (θ, d) followed by a
-  direction flip, so π(θ) × uniform(d) is invariant). Directions start at +1.
+Proposal modes (001 §3.1): ``"random-walk"``, ``"one-component"`` and ``"guided-walk"``, defined
+in :mod:`dpmcmc.samplers._proposals` (shared with minibatch DP penalty and DP Barker).
 
 Run statistics (``docs/post_processing.md``): ``Info.accepted`` and ``Info.diverged`` are
 functions of the release ``R̃``, of σ (a function of θ, θ′), the prior, θ′ and the accept uniform
@@ -32,94 +25,60 @@ released sum (counted as clipped); never a rejection, never an error (docs/nonfi
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
-import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
+from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
 from dpmcmc.samplers._releases import release_llr
-from dpmcmc.samplers._types import Info, Kernel
+from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
 
-__all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose", "update_direction",
-           "init_state", "finish_move"]
-
-MODES = ("random-walk", "one-component", "guided-walk")
+# MODES (defined in _proposals) is named here too: the registry validates ``mode`` against it.
+__all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty"]
 
 
-class DPPenaltyState(NamedTuple):
-    """``position`` (dim,) and the guided-walk ``direction`` (dim,) of ±1 (unused otherwise)."""
+def tapped_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
+                      mode: str = "random-walk", *, block_size: Optional[int] = None,
+                      mesh=None, noise: Optional[NoiseSource] = None,
+                      accept: Callable = penalty_accept) -> TappedKernel:
+    """The DP penalty kernel with its taps (arguments as :func:`build_dp_penalty`).
 
-    position: Array
-    direction: Array
-
-
-def propose(key: Array, theta: Array, direction: Array, proposal_std: Array, mode: str
-            ) -> tuple[Array, Array]:
-    """Data-independent symmetric proposal of DP penalty.
+    Parameters
+    ----------
+    accept : callable, default :func:`dpmcmc.samplers._penalty.penalty_accept`
+        ``accept(key, noisy_log_ratio, noise_sd)``, the test of step 4. Only the audit's tests
+        pass another one (a test without the penalty term, to show they have power).
 
     Returns
     -------
-    theta_new : array (dim,)
-    component : int
-        The updated component (one-component / guided-walk); −1 for random-walk.
+    TappedKernel
+        ``taps = {"llr": released noisy sum R̃ (untempered), "llr_sigma": its σ, "theta": θ,
+        "theta_new": θ'}``.
     """
-    k_comp, k_z = jax.random.split(key)
-    s = proposal_std.astype(theta.dtype)
-    if mode == "random-walk":
-        z = jax.random.normal(k_z, theta.shape, dtype=theta.dtype)
-        return theta + s * z, jnp.asarray(-1, jnp.int32)
-    i = jax.random.randint(k_comp, (), 0, theta.shape[0], dtype=jnp.int32)
-    z = jax.random.normal(k_z, (), dtype=theta.dtype)
-    if mode == "one-component":
-        move = s[i] * z
-    elif mode == "guided-walk":
-        move = direction[i] * s[i] * jnp.abs(z)
-    else:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return theta.at[i].add(move), i
+    check_mode(mode)
+    # Laid out once here; every iteration's pass reads these blocks.
+    data = prepare_data(data, model=model, block_size=block_size, mesh=mesh)
+    n = data.shape[0]
+    temp = model.temperature
 
+    def release(keys, theta, theta_new):
+        (k_noise,) = keys
+        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
+        return (temp * rel.value, temp * rel.sigma, rel.clip_count / n,
+                {"llr": rel.value, "llr_sigma": rel.sigma})
 
-def update_direction(direction: Array, component: Array, accepted: Array, mode: str) -> Array:
-    """Guided walk: keep ``direction[component]`` after an acceptance, reverse it after a rejection.
-
-    The identity for the other modes. Shared by every sampler that uses :func:`propose`.
-    """
-    if mode != "guided-walk":
-        return direction
-    flip = jnp.where(accepted, 1.0, -1.0).astype(direction.dtype)
-    return direction.at[component].multiply(flip)
-
-
-def init_state(theta: Array) -> DPPenaltyState:
-    """Initial state of a proposal-then-test kernel: ``theta`` with every direction +1."""
-    theta = jnp.asarray(theta)
-    return DPPenaltyState(theta, jnp.ones_like(theta))
-
-
-def finish_move(state: DPPenaltyState, theta_new: Array, component: Array, accepted: Array,
-                nan: Array, clip_fraction: Array, mode: str) -> tuple[DPPenaltyState, Info]:
-    """The end of every DP penalty-style step (DP penalty, minibatch DP penalty, DP Barker).
-
-    A NaN test statistic or a non-finite proposal is a divergence: the move is rejected and
-    counted. Returns the new state and the (non-private) :class:`Info`.
-    """
-    theta = state.position
-    diverged = nan | ~jnp.all(jnp.isfinite(theta_new))
-    accepted = accepted & ~diverged
-    direction = update_direction(state.direction, component, accepted, mode)
-    new_state = DPPenaltyState(jnp.where(accepted, theta_new, theta), direction)
-    return new_state, Info(accepted, clip_fraction.astype(theta.dtype), diverged)
+    transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 1, release, accept)
+    return TappedKernel(init_state, transition)
 
 
 def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
                      mode: str = "random-walk", *, block_size: Optional[int] = None,
-                     mesh=None, noise: Optional[NoiseSource] = None, _correction: bool = True,
-                     _audit: bool = False) -> Kernel:
+                     mesh=None, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP penalty kernel.
 
     Parameters
@@ -141,37 +100,11 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _correction : bool
-        Internal testing hook (drops the penalty term when False). Never set it in a real run.
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"llr": released noisy sum, "llr_sigma": its σ, "theta": θ, "theta_new": θ'}``.
-        Never set it in a real run.
 
     Returns
     -------
     Kernel
+        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info`.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    # Laid out once here; every iteration's pass reads these blocks.
-    data = prepare_data(data, model=model, block_size=block_size, mesh=mesh)
-    n = data.shape[0]
-    temp = model.temperature
-    s = jnp.asarray(proposal_std)
-
-    def step(key, state):
-        k_prop, k_noise, k_acc = jax.random.split(key, 3)
-        theta = state.position
-        theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
-        noisy_log_ratio = temp * rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-        accepted, nan = penalty_accept(k_acc, noisy_log_ratio, temp * rel.sigma,
-                                       correction=_correction)
-        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / n, mode)
-        if _audit:
-            return new_state, (info, {"llr": rel.value, "llr_sigma": rel.sigma, "theta": theta,
-                                      "theta_new": theta_new})
-        return new_state, info
-
-    return Kernel(init_state, step)
+    return tapped_dp_penalty(model, data, tau, clip, proposal_std, mode, block_size=block_size,
+                             mesh=mesh, noise=noise).kernel()

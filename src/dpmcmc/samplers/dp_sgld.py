@@ -44,7 +44,7 @@ sum (counted as clipped), so θ' stays finite; never a rejection (docs/nonfinite
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -53,11 +53,12 @@ from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
 from dpmcmc.samplers._per_example import auto_block_size, clipped_grad_sum
 from dpmcmc.samplers._releases import Release
-from dpmcmc.samplers._types import Info, Kernel
+from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 
 Array = Any
 
-__all__ = ["SGLDState", "build_dp_sgld", "release_batch_grad", "gradient_estimator"]
+__all__ = ["SGLDState", "build_dp_sgld", "tapped_dp_sgld", "release_batch_grad", "gradient_estimator",
+           "tapped_stochastic_gradient"]
 
 
 class SGLDState(NamedTuple):
@@ -142,10 +143,74 @@ def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: fl
     return grad
 
 
+def tapped_stochastic_gradient(model, data: Array, batch_size: int, noise_multiplier: float,
+                               grad_clip: float, init: Callable, move: Callable, *,
+                               grad_method: str = "auto", block_size: Optional[int] = None,
+                               noise: Optional[NoiseSource] = None) -> TappedKernel:
+    """The part DP-SGLD and DP-SGNHT share: one private gradient, one dynamics draw, one move.
+
+    Each iteration splits its key into the gradient key and the dynamics key (in that order),
+    makes the one release of :func:`gradient_estimator`, draws ``z ~ N(0, I)`` and applies
+    ``move``; a non-finite result is discarded (the chain keeps its whole state and
+    ``Info.diverged`` is set). One release per iteration, diverged or not.
+
+    Parameters
+    ----------
+    model, data, batch_size, noise_multiplier, grad_clip, grad_method, block_size, noise
+        As in :func:`build_dp_sgld`.
+    init : callable
+        ``init(theta) -> State`` (a NamedTuple with a ``position`` field).
+    move : callable
+        ``move(state, g_hat, z) -> State``: the dynamics, given the private gradient estimate
+        ``ĝ(θ)`` and the dynamics noise ``z`` (not privacy noise: not accounted).
+
+    Returns
+    -------
+    TappedKernel
+        ``taps = {"grad_sum", "grad_sigma", "theta"}``: the released noisy untempered batch sum,
+        its noise standard deviation, and the query point.
+    """
+    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
+                              method=grad_method, block_size=block_size, noise=noise)
+
+    def transition(key, state):
+        k_grad, k_lang = jax.random.split(key)
+        theta = state.position
+        dtype = theta.dtype
+        g, rel = grad(k_grad, theta)
+        # Dynamics noise of the Langevin / thermostat step (not privacy noise: not accounted).
+        z = jax.random.normal(k_lang, theta.shape, dtype)
+        moved = move(state, g, z)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(moved)]))
+        new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), moved, state)
+        info = Info(jnp.asarray(True), rel.clip_count.astype(dtype) / batch_size, ~finite)
+        return new_state, info, {"grad_sum": rel.value, "grad_sigma": rel.sigma, "theta": theta}
+
+    return TappedKernel(init, transition)
+
+
+def tapped_dp_sgld(model, data: Array, step_size: float, batch_size: int,
+                   noise_multiplier: float, grad_clip: float, *, grad_method: str = "auto",
+                   block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
+                   ) -> TappedKernel:
+    """The DP-SGLD kernel with its taps (arguments as :func:`build_dp_sgld`; taps as
+    :func:`tapped_stochastic_gradient`)."""
+    def init(theta):
+        return SGLDState(jnp.asarray(theta))
+
+    def move(state, g, z):
+        theta = state.position
+        eta = jnp.asarray(step_size, theta.dtype)
+        return SGLDState(theta + 0.5 * eta * g + jnp.sqrt(eta) * z)
+
+    return tapped_stochastic_gradient(model, data, batch_size, noise_multiplier, grad_clip, init,
+                                      move, grad_method=grad_method, block_size=block_size,
+                                      noise=noise)
+
+
 def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_multiplier: float,
                   grad_clip: float, *, grad_method: str = "auto",
-                  block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
-                  _audit: bool = False) -> Kernel:
+                  block_size: Optional[int] = None, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP-SGLD kernel (see the module docstring for the update).
 
     Parameters
@@ -168,10 +233,6 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"grad_sum", "grad_sigma", "theta"}``: the released noisy untempered batch sum,
-        its noise standard deviation, and the query point. Never set it in a real run.
 
     Returns
     -------
@@ -180,27 +241,5 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
         fraction of the b batch gradients clipped; ``diverged`` marks a discarded non-finite
         update.
     """
-    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
-                              method=grad_method, block_size=block_size, noise=noise)
-
-    def init(theta):
-        return SGLDState(jnp.asarray(theta))
-
-    def step(key, state):
-        k_grad, k_lang = jax.random.split(key)
-        theta = state.position
-        dtype = theta.dtype
-        eta = jnp.asarray(step_size, dtype)
-        g, rel = grad(k_grad, theta)
-        # Dynamics noise of the Langevin step (not privacy noise: not accounted).
-        z = jax.random.normal(k_lang, theta.shape, dtype)
-        theta_new = theta + 0.5 * eta * g + jnp.sqrt(eta) * z
-        finite = jnp.all(jnp.isfinite(theta_new))
-        new_state = SGLDState(jnp.where(finite, theta_new, theta))
-        info = Info(jnp.asarray(True), rel.clip_count.astype(dtype) / batch_size, ~finite)
-        if _audit:
-            return new_state, (info, {"grad_sum": rel.value, "grad_sigma": rel.sigma,
-                                      "theta": theta})
-        return new_state, info
-
-    return Kernel(init, step)
+    return tapped_dp_sgld(model, data, step_size, batch_size, noise_multiplier, grad_clip,
+                          grad_method=grad_method, block_size=block_size, noise=noise).kernel()

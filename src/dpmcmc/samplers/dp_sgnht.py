@@ -47,16 +47,15 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._types import Info, Kernel
-from dpmcmc.samplers.dp_sgld import gradient_estimator
+from dpmcmc.samplers._types import Kernel, TappedKernel
+from dpmcmc.samplers.dp_sgld import tapped_stochastic_gradient
 
 Array = Any
 
-__all__ = ["SGNHTState", "build_dp_sgnht"]
+__all__ = ["SGNHTState", "build_dp_sgnht", "tapped_dp_sgnht"]
 
 
 class SGNHTState(NamedTuple):
@@ -67,10 +66,34 @@ class SGNHTState(NamedTuple):
     thermostat: Array
 
 
+def tapped_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
+                    noise_multiplier: float, grad_clip: float, friction: float, *,
+                    grad_method: str = "auto", block_size: Optional[int] = None,
+                    noise: Optional[NoiseSource] = None) -> TappedKernel:
+    """The DP-SGNHT kernel with its taps (arguments as :func:`build_dp_sgnht`; taps as
+    :func:`dpmcmc.samplers.dp_sgld.tapped_stochastic_gradient`)."""
+    def init(theta):
+        theta = jnp.asarray(theta)
+        return SGNHTState(theta, jnp.zeros_like(theta), jnp.asarray(friction, theta.dtype))
+
+    def move(state, g, z):
+        theta, p, xi = state
+        eta = jnp.asarray(step_size, theta.dtype)
+        a = jnp.asarray(friction, theta.dtype)
+        p_new = p - xi * p * eta + g * eta + jnp.sqrt(2.0 * a * eta) * z
+        theta_new = theta + p_new * eta
+        xi_new = xi + (jnp.sum(p_new * p_new) / theta.shape[0] - 1.0) * eta
+        return SGNHTState(theta_new, p_new, xi_new)
+
+    return tapped_stochastic_gradient(model, data, batch_size, noise_multiplier, grad_clip, init,
+                                      move, grad_method=grad_method, block_size=block_size,
+                                      noise=noise)
+
+
 def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, friction: float, *,
                    grad_method: str = "auto", block_size: Optional[int] = None,
-                   noise: Optional[NoiseSource] = None, _audit: bool = False) -> Kernel:
+                   noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP-SGNHT kernel (see the module docstring for the update).
 
     Parameters
@@ -93,9 +116,6 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"grad_sum", "grad_sigma", "theta"}`` as in DP-SGLD. Never set it in a real run.
 
     Returns
     -------
@@ -103,33 +123,6 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
         State :class:`SGNHTState`; ``Info.accepted`` always True, ``clip_fraction`` the fraction
         of the b batch gradients clipped, ``diverged`` a discarded non-finite update.
     """
-    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
-                              method=grad_method, block_size=block_size, noise=noise)
-
-    def init(theta):
-        theta = jnp.asarray(theta)
-        return SGNHTState(theta, jnp.zeros_like(theta), jnp.asarray(friction, theta.dtype))
-
-    def step(key, state):
-        k_grad, k_lang = jax.random.split(key)
-        theta, p, xi = state
-        dtype = theta.dtype
-        eta = jnp.asarray(step_size, dtype)
-        a = jnp.asarray(friction, dtype)
-        g, rel = grad(k_grad, theta)
-        # Dynamics noise of the thermostat (not privacy noise: not accounted).
-        z = jax.random.normal(k_lang, theta.shape, dtype)
-        p_new = p - xi * p * eta + g * eta + jnp.sqrt(2.0 * a * eta) * z
-        theta_new = theta + p_new * eta
-        xi_new = xi + (jnp.sum(p_new * p_new) / theta.shape[0] - 1.0) * eta
-        finite = (jnp.all(jnp.isfinite(theta_new)) & jnp.all(jnp.isfinite(p_new))
-                  & jnp.isfinite(xi_new))
-        new_state = SGNHTState(jnp.where(finite, theta_new, theta), jnp.where(finite, p_new, p),
-                               jnp.where(finite, xi_new, xi))
-        info = Info(jnp.asarray(True), rel.clip_count.astype(dtype) / batch_size, ~finite)
-        if _audit:
-            return new_state, (info, {"grad_sum": rel.value, "grad_sigma": rel.sigma,
-                                      "theta": theta})
-        return new_state, info
-
-    return Kernel(init, step)
+    return tapped_dp_sgnht(model, data, step_size, batch_size, noise_multiplier, grad_clip,
+                           friction, grad_method=grad_method, block_size=block_size,
+                           noise=noise).kernel()

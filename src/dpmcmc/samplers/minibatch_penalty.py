@@ -1,7 +1,7 @@
 """Minibatch DP penalty (001 §3.4, Thm 8): the penalty test on a subsampled log-likelihood ratio.
 
 One iteration, for a data-independent symmetric proposal θ' (the modes of
-:mod:`dpmcmc.samplers.dp_penalty`: random walk, one-component, guided walk):
+:mod:`dpmcmc.samplers._proposals`: random walk, one-component, guided walk):
 
 1. Draw a batch ``B`` of ``b`` distinct records uniformly without replacement.
 2. ``r_j = clip_{c₀}(ℓ_j(θ') − ℓ_j(θ))`` for ``j ∈ B``, ``c₀ = L‖θ − θ'‖`` (``L`` = ``clip``;
@@ -66,9 +66,8 @@ before ``R`` and ``Q`` are formed (counted as clipped); never a rejection (docs/
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
@@ -79,8 +78,8 @@ from dpmcmc.samplers._minibatch import (
     sample_batch_indices,
 )
 from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._types import Kernel
-from dpmcmc.samplers.dp_penalty import MODES, finish_move, init_state, propose
+from dpmcmc.samplers._proposals import check_mode, init_state, proposal_transition
+from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
 
@@ -90,6 +89,7 @@ __all__ = [
     "penalised_statistic",
     "release_penalised_llr",
     "build_minibatch_penalty",
+    "tapped_minibatch_penalty",
 ]
 
 
@@ -142,8 +142,10 @@ def penalised_statistic(r: Array, k: Array) -> Array:
 
 
 def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_new: Array,
-                          n: int, tau: float, clip: float, *, _variance_correction: bool = True,
-                          noise: Optional[NoiseSource] = None) -> MinibatchRelease:
+                          n: int, tau: float, clip: float, *,
+                          noise: Optional[NoiseSource] = None,
+                          statistic: Callable[[Array, Array], Array] = penalised_statistic
+                          ) -> MinibatchRelease:
     """Release ``λ_B − σ_b²/2 + N(0, τ c²)`` for one batch (steps 2–4 of the module doc).
 
     Parameters
@@ -160,12 +162,13 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
         τ > 0: noise variance ``τ c²`` (one release has μ = 1/(2τ) before amplification).
     clip : float
         L > 0: per-example ratio bound per unit of ‖θ − θ'‖.
-    _variance_correction : bool
-        TESTING ONLY: ``False`` drops the ``−σ_b²/2`` term (an incorrect sampler, used to show
-        the tests have power). Never set it in a real run.
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
+    statistic : callable, default :func:`penalised_statistic`
+        ``statistic(r, k)`` of the clipped batch ratios. Only the audit's tests pass another one
+        (``k Σ r`` without ``−σ_b²/2``: an incorrect sampler, to show the tests have power);
+        the noise stays calibrated to the sensitivity of :func:`penalised_statistic`.
 
     Returns
     -------
@@ -177,20 +180,54 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
     k = jnp.asarray(n * model.temperature / b, dtype)
     clip_to = c0 if noise is None else noise.clip_bound(c0)
     r, clipped = clipped_batch_llr(model, batch, theta, theta_new, clip_to)
-    if _variance_correction:
-        stat = penalised_statistic(r, k)
-    else:
-        stat = k * jnp.sum(r)
+    stat = statistic(r, k)
     c = minibatch_sensitivity(c0, k, b)
     sigma = jnp.sqrt(jnp.asarray(tau, dtype)) * c
     return MinibatchRelease(gaussian_mechanism(key, stat, sigma, noise), sigma, c,
                             jnp.sum(clipped, dtype=jnp.int32))
 
 
+def tapped_minibatch_penalty(model, data: Array, tau: float, batch_size: int, clip: float,
+                             proposal_std: Array, mode: str = "random-walk", *,
+                             noise: Optional[NoiseSource] = None,
+                             statistic: Callable[[Array, Array], Array] = penalised_statistic
+                             ) -> TappedKernel:
+    """The minibatch DP penalty kernel with its taps (arguments as :func:`build_minibatch_penalty`).
+
+    Parameters
+    ----------
+    statistic : callable, default :func:`penalised_statistic`
+        Passed to :func:`release_penalised_llr` (only the audit's tests change it).
+
+    Returns
+    -------
+    TappedKernel
+        ``taps = {"llr": Λ̃ (released), "llr_sigma": σ, "sensitivity": c, "theta": θ,
+        "theta_new": θ', "batch": the batch indices}``.
+    """
+    check_mode(mode)
+    n = data.shape[0]
+    b = int(batch_size)
+    if not 1 <= b <= n:
+        raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
+
+    def release(keys, theta, theta_new):
+        k_batch, k_noise = keys
+        idx = sample_batch_indices(k_batch, n, b, noise)
+        rel = release_penalised_llr(k_noise, model, batch_rows(data, idx), theta, theta_new, n,
+                                    tau, clip, noise=noise, statistic=statistic)
+        return (rel.value, rel.sigma, rel.clip_count / b,
+                {"llr": rel.value, "llr_sigma": rel.sigma, "sensitivity": rel.sensitivity,
+                 "batch": idx})
+
+    transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 2, release,
+                                     penalty_accept)
+    return TappedKernel(init_state, transition)
+
+
 def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, clip: float,
                             proposal_std: Array, mode: str = "random-walk", *,
-                            noise: Optional[NoiseSource] = None,
-                            _variance_correction: bool = True, _audit: bool = False) -> Kernel:
+                            noise: Optional[NoiseSource] = None) -> Kernel:
     """The minibatch DP penalty kernel (see the module docstring).
 
     Parameters
@@ -208,42 +245,12 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    _variance_correction : bool
-        TESTING ONLY (see :func:`release_penalised_llr`).
-    _audit : bool
-        Internal hook of :mod:`dpmcmc.audit`: ``step`` returns ``(state, (info, taps))`` with
-        ``taps = {"llr": Λ̃ (released), "llr_sigma": σ, "sensitivity": c, "theta": θ,
-        "theta_new": θ', "batch": the batch indices}``. Never set it in a real run.
 
     Returns
     -------
     Kernel
-        State :class:`dpmcmc.samplers.dp_penalty.DPPenaltyState`; info :class:`Info` whose
+        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
         ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    n = data.shape[0]
-    b = int(batch_size)
-    if not 1 <= b <= n:
-        raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
-    s = jnp.asarray(proposal_std)
-
-    def step(key, state):
-        k_prop, k_batch, k_noise, k_acc = jax.random.split(key, 4)
-        theta = state.position
-        theta_new, i = propose(k_prop, theta, state.direction, s, mode)
-        idx = sample_batch_indices(k_batch, n, b, noise)
-        rel = release_penalised_llr(k_noise, model, batch_rows(data, idx), theta, theta_new, n,
-                                    tau, clip, _variance_correction=_variance_correction,
-                                    noise=noise)
-        noisy = rel.value + model.log_prior(theta_new) - model.log_prior(theta)
-        accepted, nan = penalty_accept(k_acc, noisy, rel.sigma)
-        new_state, info = finish_move(state, theta_new, i, accepted, nan, rel.clip_count / b, mode)
-        if _audit:
-            return new_state, (info, {"llr": rel.value, "llr_sigma": rel.sigma,
-                                      "sensitivity": rel.sensitivity, "theta": theta,
-                                      "theta_new": theta_new, "batch": idx})
-        return new_state, info
-
-    return Kernel(init_state, step)
+    return tapped_minibatch_penalty(model, data, tau, batch_size, clip, proposal_std, mode,
+                                    noise=noise).kernel()
