@@ -64,3 +64,18 @@ def host_device_results(request):
         if mod is not None and hasattr(mod, "HOST_DEVICE_CHILD"):
             scripts[mod.__name__] = mod.HOST_DEVICE_CHILD
     return run_children(scripts)
+
+
+_CHEAP_COMPILE_ON = os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Compile the test's programs (and those of the fixtures it sets up first) with most
+    optimisations off (LLVM level 0: JAX's ``jax_disable_most_optimizations``), unless it is
+    marked ``xla_optimized``: a long-running chain, where level 0 costs more at run time than it
+    saves in compilation, or a bit-for-bit comparison of two programs, whose rounding level 0
+    does not keep alike. In-process only: child processes compile at XLA_FLAGS' level 1."""
+    if _CHEAP_COMPILE_ON:
+        jax.config.update("jax_disable_most_optimizations",
+                          item.get_closest_marker("xla_optimized") is None)
