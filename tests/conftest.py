@@ -78,7 +78,8 @@ def pytest_runtest_setup(item):
     optimisations off (LLVM level 0: JAX's ``jax_disable_most_optimizations``), unless it is
     marked ``xla_optimized``: a long-running chain, where level 0 costs more at run time than it
     saves in compilation, or a bit-for-bit comparison of two programs, whose rounding level 0
-    does not keep alike. Child processes read JAX_DISABLE_MOST_OPTIMIZATIONS (set above)."""
+    does not keep alike. ``slow`` tests (the large statistical ones) are compiled at level 1
+    too. Child processes read JAX_DISABLE_MOST_OPTIMIZATIONS (set above)."""
     if _CHEAP_COMPILE_ON:
-        jax.config.update("jax_disable_most_optimizations",
-                          item.get_closest_marker("xla_optimized") is None)
+        optimise = any(item.get_closest_marker(m) is not None for m in ("xla_optimized", "slow"))
+        jax.config.update("jax_disable_most_optimizations", not optimise)
