@@ -1,6 +1,26 @@
 import os
 
-import jax
+# XLA compilation is most of the suite's time, and the suite's programs are small and mostly
+# run briefly, so the suite compiles them cheaply (about 40 % of its CPU time):
+# - XLA:CPU's classic elemental emitters instead of its MLIR fusion emitters (slower to compile);
+# - LLVM optimisation level 0 (JAX's ``jax_disable_most_optimizations``), set per test by the
+#   hook at the end of this file. A test marked ``xla_optimized`` is compiled at level 1 instead
+#   (XLA_FLAGS below): a long chain or audit, where level 0 costs more at run time than it saves
+#   in compilation, or a bit-for-bit comparison of two programs, which level 0 does not round
+#   alike (an audit tap must leave the chain unchanged to the last bit).
+# They change how XLA generates code, not what a program computes. Set through the environment,
+# so that the child processes (the 4-host-device child, the CLI and Snakemake runs) inherit them;
+# a child that runs a long computation sets JAX_DISABLE_MOST_OPTIMIZATIONS=0. XLA flags the user
+# set win, and DPMCMC_TEST_FULL_COMPILE=1 runs the suite on JAX's and XLA's defaults.
+_CHEAP_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "1"}
+if os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1":
+    _flags = os.environ.get("XLA_FLAGS", "").split()
+    _flags += [f"{k}={v}" for k, v in _CHEAP_COMPILE.items()
+               if not any(f.startswith(k + "=") for f in _flags)]
+    os.environ["XLA_FLAGS"] = " ".join(_flags)
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+import jax  # noqa: E402  (after the environment it reads)
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -47,3 +67,19 @@ def host_device_results(request):
         if mod is not None and hasattr(mod, "HOST_DEVICE_CHILD"):
             scripts[mod.__name__] = mod.HOST_DEVICE_CHILD
     return run_children(scripts)
+
+
+_CHEAP_COMPILE_ON = os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Compile the test's programs (and those of the fixtures it sets up first) with most
+    optimisations off (LLVM level 0: JAX's ``jax_disable_most_optimizations``), unless it is
+    marked ``xla_optimized``: a long-running chain, where level 0 costs more at run time than it
+    saves in compilation, or a bit-for-bit comparison of two programs, whose rounding level 0
+    does not keep alike. ``slow`` tests (the large statistical ones) are compiled at level 1
+    too. Child processes read JAX_DISABLE_MOST_OPTIMIZATIONS (set above)."""
+    if _CHEAP_COMPILE_ON:
+        optimise = any(item.get_closest_marker(m) is not None for m in ("xla_optimized", "slow"))
+        jax.config.update("jax_disable_most_optimizations", not optimise)

@@ -17,7 +17,13 @@ import sys
 # the script's name, so that one failing script fails only its own tests.
 _RUNNER = r"""
 import json, os, sys, traceback
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=%d"
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=%d").strip()
+# Start the backend here, with the parent's other XLA flags kept (conftest's compile-time
+# settings): a script's own ``XLA_FLAGS = ...`` line, there for running it alone, comes too late
+# to drop them.
+import jax
+jax.devices()
 scripts = json.loads(sys.stdin.read())
 for name, src in scripts.items():
     print("SCRIPT" + name, flush=True)
@@ -31,12 +37,15 @@ for name, src in scripts.items():
 def run_children(scripts: dict, devices: int = 4, timeout: float = 1200) -> dict:
     """Run every script of ``scripts`` (name -> source) in one child; return name -> result.
 
-    The parent's ``XLA_FLAGS`` are dropped so the child's own device count applies. A result is
+    A device count in the parent's ``XLA_FLAGS`` is dropped so the child's own applies; the
+    parent's other XLA flags are kept. A result is
     the script's last ``RESULT`` JSON object, or ``{"error": traceback}`` if it raised or printed
     none; each object must report ``"devices"``, which :func:`check` compares with ``devices``.
     """
     env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
+    flags = [f for f in env.get("XLA_FLAGS", "").split()
+             if not f.startswith("--xla_force_host_platform_device_count")]
+    env["XLA_FLAGS"] = " ".join(flags)
     proc = subprocess.run([sys.executable, "-c", _RUNNER % devices], input=json.dumps(scripts),
                           capture_output=True, text=True, env=env, timeout=timeout)
     out, name = {}, None

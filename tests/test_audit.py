@@ -178,6 +178,7 @@ def calibrated():
             for alg, seed in CALIBRATED_SEEDS.items()}
 
 
+@pytest.mark.xla_optimized  # 2·10⁵-run audits: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("algorithm", FAR_ROW)
 def test_calibrated_sampler_passes_and_audit_has_power(calibrated, algorithm):
     res = calibrated[algorithm]
@@ -200,6 +201,7 @@ def test_calibrated_sampler_passes_and_audit_has_power(calibrated, algorithm):
 NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
 
 
+@pytest.mark.xla_optimized  # 2·10⁵-run audits: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("algorithm,variant", [
     ("dp-penalty", NOISE),
     ("dp-hmc", SENS),

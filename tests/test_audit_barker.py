@@ -109,6 +109,7 @@ def test_claim_is_the_default_accountant_and_the_smallest_batch():
     assert smaller.epsilon > EPSILON  # the next smaller even batch would claim too much
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_calibrated_barker_passes():
     res = audit("dp-barker", EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(401))
     assert res.all_clipped >= 0.95
@@ -117,6 +118,7 @@ def test_calibrated_barker_passes():
     assert res.epsilon_lower_draws <= res.epsilon_claimed
 
 
+@pytest.mark.xla_optimized  # 2·10⁵ audit runs: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("variant,trials", [
     ({"noise_scale": 0.3}, FAST_TRIALS),
     pytest.param({"sensitivity_factor": 0.5}, 1_000_000, marks=pytest.mark.slow),

@@ -25,6 +25,10 @@ from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._mechanisms import NoiseSource
 
+# Compiled at XLA level 1 (tests/conftest.py): the audits run 2·10⁵ chains, and the tap test
+# compares two programs bit for bit, which level 0 does not round alike.
+pytestmark = pytest.mark.xla_optimized
+
 SUBSAMPLED = ["dp-sgld", "dp-sgnht", "minibatch-penalty"]
 FAST_TRIALS = 200_000
 EPSILON = 3.0

@@ -298,6 +298,7 @@ def test_exact_limit_chain_is_exact(exact):
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_subsampled_chain_targets_the_tempered_posterior():
     """Varied data (s² > 0), clipping negligible: DP Barker targets the tempered posterior up to
     the CLT and X_corr approximations, invisible at this sample size (false-alarm rate

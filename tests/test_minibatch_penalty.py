@@ -249,6 +249,7 @@ def _final_states(kernel, theta0, iterations, seed):
     return np.asarray(pos[:, -1]), info
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("mode,chains", [("random-walk", 1000), ("guided-walk", 400)])
 def test_gaussian_chain_targets_the_tempered_posterior(mode, chains):
     """Chains started at exact tempered-posterior draws stay exact (up to the CLT and
@@ -284,6 +285,7 @@ def _banana_two_sample(n, b, chains, iterations, proposal_std, seed):
     return mmd_test(final, exact[chains:], seed=seed, num_permutations=500).p_value
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_tempered_banana_two_sample_fast():
     """Small variant (n = 10⁴, b = 2000, 120 chains × 30 iterations); false-alarm rate 1e-3."""
     assert _banana_two_sample(10_000, 2000, 120, 30, (0.01, 0.05), seed=3) > 1e-3

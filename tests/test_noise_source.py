@@ -224,7 +224,9 @@ def test_noise_is_float64_with_x64_off_and_the_setting_is_kept():
     the Poisson count, seeded keys so the outcome is fixed); ``dpmcmc.sample``
     runs; the global setting is still off afterwards; a bare mechanism call outside any x64
     scope is refused rather than drawn in float32."""
-    env = dict(os.environ, JAX_ENABLE_X64="0", PYTHONPATH=os.pathsep.join(sys.path))
+    # 10^8 draws: compiled with XLA's optimisations on (the suite turns most of them off).
+    env = dict(os.environ, JAX_ENABLE_X64="0", PYTHONPATH=os.pathsep.join(sys.path),
+               JAX_DISABLE_MOST_OPTIMIZATIONS="0")
     proc = subprocess.run([sys.executable, "-c", _X64_OFF_CHILD], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

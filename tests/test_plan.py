@@ -118,6 +118,7 @@ def test_bad_input_is_named(kwargs, exc, name):
         dpmcmc.plan(call.pop("model"), call.pop("n"), call.pop("algorithm"), **call)
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgld_noise_ratio_and_its_warning():
     # (η/2)(n/b)σC per coordinate against the Langevin noise √η.
     p = dpmcmc.plan(2, 100_000, "dp-sgld", epsilon=4.0, delta=1e-6, noise_multiplier=1.0, batch_size=100,

@@ -129,6 +129,7 @@ def _sgnht_prediction(precisions, step_size, friction, grad_var, new_momentum=Tr
 
 # ---------------------------------------------------------------- DP-SGLD dynamics
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgld_stationary_variance_has_the_half():
     """Exact gradients (full batch, no clipping, negligible noise): the chain is a Gaussian AR(1)
     whose stationary variance is 1/(λ(1 − ηλ/4)). The reference code's update without the ½ has
@@ -155,6 +156,7 @@ def test_sgld_stationary_variance_has_the_half():
     assert not lo <= ratios["reference"] / ours_exact <= hi  # the buggy update is detected
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgld_minibatch_private_matches_closed_form():
     """Fixed-size batches without replacement and the privacy noise on: the chain is an AR(1)
     with known innovation variance; it centres on the exact posterior mean and its variance is
@@ -260,6 +262,7 @@ _SGNHT_COV = np.array([0.1, 0.1 / 9.0])
 _SGNHT_N = 10
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgnht_stationary_law_and_reference_bias():
     model, data, mean, prec = _gaussian_problem(_SGNHT_COV, _SGNHT_N)
     lams = np.diag(prec)
@@ -290,6 +293,7 @@ def test_sgnht_stationary_law_and_reference_bias():
     assert np.max(np.abs(ratio_ref - 1)) > 0.3, ratio_ref
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgnht_thermostat_absorbs_gradient_noise():
     """With privacy noise of per-coordinate variance V on the gradient, the thermostat moves
     from A to about A + ηV/2 and the position keeps (nearly) the posterior variance."""

@@ -57,6 +57,7 @@ PENALTY = dict(tau=1e-4, clip=200.0, proposal_std=[0.02, 0.2])
 CASES = [("rwmh", RWMH), pytest.param("dp-penalty", PENALTY, marks=pytest.mark.slow)]
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("algorithm,params", CASES)
 def test_tempered_banana_is_invariant(banana, algorithm, params):
     final, info = _final_states(banana, banana.model, algorithm, key=1, **params)
@@ -65,6 +66,7 @@ def test_tempered_banana_is_invariant(banana, algorithm, params):
     assert _pvalue(banana, final, key=1) > ALPHA
 
 
+@pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("algorithm,params", CASES)
 def test_dropping_the_temperature_is_detected(banana, algorithm, params):
     untempered = dataclasses.replace(banana.model, temperature=1.0)
