@@ -45,7 +45,7 @@ from dpmcmc.models import preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.models.gaussian import gaussian  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
-from dpmcmc.samplers import _per_example as pe  # noqa: E402
+from dpmcmc.samplers._layout import prepare_data  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -354,7 +354,7 @@ def ideas(quick, log):
             # The blocks the builder would lay out itself, with the variant's pass switches:
             # they travel with the data (static pytree fields), so no global state is flipped
             # and no compiled pass of another variant can be reused.
-            data = pe.prepare_data(p.data, model=model, block_size=params.get("block_size"),
+            data = prepare_data(p.data, model=model, block_size=params.get("block_size"),
                                    grad_dtype=params.get("grad_dtype"), **options)
             cpu, wall, temp = time_sampler(model, data, "dp-hmc", params, theta0, 2)
             rows.append({"preset": name, "algorithm": "dp-hmc", "variant": label, "ms_cpu": cpu,
@@ -363,7 +363,7 @@ def ideas(quick, log):
         # The log-likelihood-ratio pass with and without small-reduction unrolling.
         pen = sampler_params(p, "dp-penalty")
         for unroll in (False, True):
-            data = pe.prepare_data(p.data, model=model, block_size=pen.get("block_size"),
+            data = prepare_data(p.data, model=model, block_size=pen.get("block_size"),
                                    unroll_reductions=unroll)
             cpu, wall, temp = time_sampler(model, data, "dp-penalty", pen, theta0, 20)
             label = "LLR pass, small reductions " + ("unrolled (default)" if unroll else "as XLA reduce")

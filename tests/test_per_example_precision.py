@@ -1,6 +1,6 @@
 """Precision of the per-example passes, measured against float64 and exactly rounded sums.
 
-Design under test (dpmcmc.samplers._per_example): log-likelihood ratios and their sum stay in
+Design under test (dpmcmc.samplers._passes): log-likelihood ratios and their sum stay in
 float64 with block sums combined by Neumaier compensation; per-example GRADIENTS may be float32,
 clipped to a bound shrunk by a few ulps and accumulated in float64.
 
@@ -20,7 +20,8 @@ import pytest
 
 from dpmcmc.models import preset
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import _per_example as pe
+from dpmcmc.samplers import _passes as pe
+from dpmcmc.samplers._layout import prepare_data
 
 NEEDED = 1e-6   # what the acceptance test needs (see the module docstring)
 ASSERTED = 1e-9
@@ -83,7 +84,7 @@ def test_compensation_across_blocks():
     # block sums, a plain sequential sum of the block sums is not.
     x = np.tile(np.array([1e16, 1.0, -1e16, 1.0]), 4096).reshape(-1, 1)
     model = Model(lambda th, row: th[0] * row[0], lambda th: 0.0 * th[0], 1)
-    prepared = pe.prepare_data(jnp.asarray(x), model=model, block_size=1)
+    prepared = prepare_data(jnp.asarray(x), model=model, block_size=1)
     total = pe.loglik_sum(model, prepared, jnp.ones(1))
     assert float(total) == 2.0 * 4096
 

@@ -486,7 +486,7 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
     program on the traced data. The draws are those of ``spec.build(model, data_arr, prepared)``.
     """
     from .samplers._driver import DataKernel
-    from .samplers._per_example import prepare_data
+    from .samplers._layout import prepare_data
     from .samplers._sharding import FULL_DATA, shard_data, shard_rows
 
     full_data = algorithm in FULL_DATA

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._per_example import prepare_data
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_llr
 from dpmcmc.samplers._types import Info, Kernel
