@@ -1,9 +1,9 @@
 """The per-example passes' switches travel with the data, never through module state.
 
 ``prepare_data(columnar=..., fused_clip=..., unroll_reductions=...)`` chooses how the passes
-trace (benchmarks measure each choice with them). They used to be module globals of
-``_per_example`` (now ``_passes``) read while tracing, flipped by the benchmark around ``jax.clear_caches()``:
-two traces in flight at once (two threads) then saw each other's setting. Here two threads trace
+trace (benchmarks measure each choice with them). They used to be module globals of the passes'
+module read while tracing, flipped by the benchmark around ``jax.clear_caches()``: two traces
+in flight at once (two threads) then saw each other's setting. Here two threads trace
 the same pass with different switches while a rendezvous inside the model's log-likelihood
 (called at trace time) holds both traces open together; each must still get exactly the jaxpr
 it gets alone.
