@@ -14,7 +14,7 @@ import pytest
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import gaussian_mechanism, noise_std, release_mu, sensitivity
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._per_example import (
+from dpmcmc.samplers._passes import (
     clipped_grad_sum,
     clipped_llr_sum,
     loglik_sum,

@@ -1,9 +1,9 @@
 """The per-example passes' switches travel with the data, never through module state.
 
 ``prepare_data(columnar=..., fused_clip=..., unroll_reductions=...)`` chooses how the passes
-trace (benchmarks measure each choice with them). They used to be module globals of
-``_per_example`` read while tracing, flipped by the benchmark around ``jax.clear_caches()``:
-two traces in flight at once (two threads) then saw each other's setting. Here two threads trace
+trace (benchmarks measure each choice with them). They used to be module globals of the passes'
+module read while tracing, flipped by the benchmark around ``jax.clear_caches()``: two traces
+in flight at once (two threads) then saw each other's setting. Here two threads trace
 the same pass with different switches while a rendezvous inside the model's log-likelihood
 (called at trace time) holds both traces open together; each must still get exactly the jaxpr
 it gets alone.
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import _per_example as pe
+from dpmcmc.samplers import _passes as pe
+from dpmcmc.samplers._layout import prepare_data
 
 N = 8  # rows: tracing is what is tested, not speed
 DIM = 2
@@ -74,7 +75,7 @@ def test_concurrent_traces_with_different_switches_get_their_own_jaxprs(name):
     switch, fn = PASSES[name]
     rendezvous = Rendezvous()
     model = _model(rendezvous)
-    prepared = {v: pe.prepare_data(_data(), model=model, **{switch: v}) for v in (True, False)}
+    prepared = {v: prepare_data(_data(), model=model, **{switch: v}) for v in (True, False)}
     alone = {v: _jaxpr(fn, model, prepared[v]) for v in (True, False)}
     assert alone[True] != alone[False], f"{switch} does not change the traced pass"
 
@@ -105,9 +106,9 @@ def test_concurrent_traces_with_different_switches_get_their_own_jaxprs(name):
 
 def test_switches_default_on_and_survive_the_pytree_round_trip():
     model = _model(Rendezvous())
-    default = pe.prepare_data(_data(), model=model)
+    default = prepare_data(_data(), model=model)
     assert (default.columnar, default.fused_clip, default.unroll_reductions) == (True, True, True)
-    off = pe.prepare_data(_data(), model=model, columnar=False, fused_clip=False,
+    off = prepare_data(_data(), model=model, columnar=False, fused_clip=False,
                           unroll_reductions=False)
     leaves, tree = jax.tree.flatten(off)
     back = jax.tree.unflatten(tree, leaves)
@@ -115,7 +116,7 @@ def test_switches_default_on_and_survive_the_pytree_round_trip():
     # Part of the structure: jit never reuses one setting's compiled pass for another.
     assert jax.tree.structure(default) != tree
     # An already prepared value is passed through with its switches (as the builders do).
-    assert pe.prepare_data(off, model=model) is off
+    assert prepare_data(off, model=model) is off
 
 
 def test_switches_change_the_trace_not_the_values():
@@ -123,8 +124,8 @@ def test_switches_change_the_trace_not_the_values():
     model = _model(Rendezvous())
     x = _data() * 3.0  # some rows clipped at bound 1
     t, t_new = jnp.asarray([0.3, -0.2]), jnp.asarray([0.5, 0.1])
-    ref = pe.prepare_data(x, model=model)
-    off = pe.prepare_data(x, model=model, columnar=False, fused_clip=False,
+    ref = prepare_data(x, model=model)
+    off = prepare_data(x, model=model, columnar=False, fused_clip=False,
                           unroll_reductions=False)
     for fn in (lambda d: pe.clipped_llr_sum(model, d, t, t_new, 0.2),
                lambda d: pe.clipped_grad_sum(model, d, t, 1.0),
@@ -147,6 +148,6 @@ def test_unroll_reductions_switch_keeps_short_reductions():
         jp = jax.make_jaxpr(lambda t: fn(model, prepared, t))(jnp.zeros(DIM))
         return str(jp).count("reduce_sum")
 
-    on = short_sums(pe.prepare_data(_data(), model=model))
-    off = short_sums(pe.prepare_data(_data(), model=model, unroll_reductions=False))
+    on = short_sums(prepare_data(_data(), model=model))
+    off = short_sums(prepare_data(_data(), model=model, unroll_reductions=False))
     assert off > on

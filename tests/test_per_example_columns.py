@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpmcmc.samplers import _per_example as pe
+from dpmcmc.samplers import _jaxpr_rewrite as jr
 
 M = np.arange(9.0).reshape(3, 3) / 7.0
 
@@ -40,10 +40,10 @@ def test_vectorize_columns_matches_vmap(name):
     t = jnp.asarray(rng.normal(size=3))
     x = jnp.asarray(rng.normal(size=(3, 64)))
     ref = jax.vmap(f, in_axes=(None, -1))(t, x)
-    got = jax.jit(pe.vectorize_columns(f, (False, True)))(t, x)
+    got = jax.jit(jr.vectorize_columns(f, (False, True)))(t, x)
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
     # Per-row gradients by the broadcast-θ reverse pass (θ with a trailing row axis).
     ts = jnp.broadcast_to(t[:, None], (3, 64))
-    g = jax.jit(jax.grad(lambda s: jnp.sum(pe.vectorize_columns(f, (True, True))(s, x))))(ts)
+    g = jax.jit(jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x))))(ts)
     gref = jax.vmap(jax.grad(f), in_axes=(None, -1), out_axes=-1)(t, x)
     np.testing.assert_allclose(g, gref, rtol=1e-13, atol=1e-13)

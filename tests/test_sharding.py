@@ -27,7 +27,8 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import dpmcmc
     from dpmcmc.models import preset
     from dpmcmc.models.base import Model
-    from dpmcmc.samplers import _per_example as pe
+    from dpmcmc.samplers import _passes as pe
+    from dpmcmc.samplers._layout import prepare_data
     from dpmcmc.samplers._sharding import data_mesh, shard_data
 
     out = {"devices": len(jax.devices())}
@@ -39,7 +40,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     out["shard_shapes"] = sorted({tuple(s.data.shape) for s in sharded.blocks.addressable_shards})
     th = p.theta_true + 0.01
     th2 = th + jnp.array([0.004, -0.003])
-    plain = pe.prepare_data(p.data, model=auto, block_size=512)
+    plain = prepare_data(p.data, model=auto, block_size=512)
     pairs = {
         "llr": (pe.clipped_llr_sum(auto, plain, th, th2, 0.002)[0],
                 pe.clipped_llr_sum(auto, sharded, th, th2, 0.002)[0]),

@@ -31,7 +31,8 @@ import dpmcmc
 from dpmcmc import models
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers import _per_example as pe
+from dpmcmc.samplers import _jaxpr_rewrite as jr
+from dpmcmc.samplers import _passes as pe
 
 from api_params import KNOWN
 
@@ -185,7 +186,7 @@ def _prims(jaxpr) -> set:
 
 def _block_fn(ll):
     """The forward block computation of the samplers: vectorised columns, then unrolled."""
-    return pe.unroll_small_reductions(pe.vectorize_columns(ll, (False, True)))
+    return jr.unroll_small_reductions(jr.vectorize_columns(ll, (False, True)))
 
 
 # ------------------------------------------------------------------- equality with vmap
@@ -201,7 +202,7 @@ def test_fast_path_equals_vmap(name, data):
         # One compilation per model: per-example values (forward block pass) and gradients (the
         # broadcast-θ reverse pass), the passes' sums, and the plain vmap references.
         per_ex = _block_fn(ll)(t, x.T)
-        g = jax.grad(lambda s: jnp.sum(pe.vectorize_columns(ll, (True, True))(s, x.T)))(
+        g = jax.grad(lambda s: jnp.sum(jr.vectorize_columns(ll, (True, True))(s, x.T)))(
             jnp.broadcast_to(t[:, None], (D, N)))
         sums = (pe.loglik_sum(model, x, t), pe.clipped_llr_sum(model, x, t, t2, None)[0],
                 pe.clipped_grad_sum(model, x, t, 1e12)[0], pe.loglik_sum_and_grad(model, x, t))
@@ -230,7 +231,7 @@ def test_builtin_batch_functions_equal_vmap(name, builtin_models):
     """Built-ins' vectorised functions, unrolled, equal vmap of their per-record function."""
     model, x = builtin_models[name]
     x = jnp.asarray(x)
-    fast = jax.jit(pe.unroll_small_reductions(model.log_likelihood_batch))
+    fast = jax.jit(jr.unroll_small_reductions(model.log_likelihood_batch))
     for th in THETAS[:2]:
         assert model.dim == D
         t = jnp.asarray(th)
@@ -251,7 +252,7 @@ def test_short_reductions_are_rewritten(name):
     ll = BATTERY[name]
     x = jnp.zeros((D + 1, 8))
     t = jnp.zeros(D)
-    assert _short_reductions(jax.make_jaxpr(pe.vectorize_columns(ll, (False, True)))(t, x).jaxpr)
+    assert _short_reductions(jax.make_jaxpr(jr.vectorize_columns(ll, (False, True)))(t, x).jaxpr)
     assert _short_reductions(jax.make_jaxpr(_block_fn(ll))(t, x).jaxpr) == 0
 
 
@@ -281,7 +282,7 @@ def test_rewrite_keeps_custom_rules(name, data):
     ll = BATTERY[name]
     x = jnp.asarray(data[:16])
     block = lambda t: jnp.sum(jax.vmap(ll, (None, 0))(t, x))  # noqa: E731
-    fast = pe.unroll_small_reductions(block)
+    fast = jr.unroll_small_reductions(block)
     for th in THETAS:
         t = jnp.asarray(th)
         np.testing.assert_allclose(jax.grad(fast)(t), jax.grad(block)(t), rtol=1e-12, atol=1e-12)
@@ -305,7 +306,7 @@ def test_unknown_higher_order_primitive_runs_as_written(data):
     again = jax.make_jaxpr(_block_fn(UNKNOWN))(jax.ShapeDtypeStruct((D,), jnp.float64),
                                                 jax.ShapeDtypeStruct((D + 1, 8), jnp.float64))
     assert str(again) == str(traced)
-    plain = jax.make_jaxpr(pe.vectorize_columns(UNKNOWN, (False, True)))(t, x)
+    plain = jax.make_jaxpr(jr.vectorize_columns(UNKNOWN, (False, True)))(t, x)
     assert str(traced) == str(plain)
     # Understood apart from that primitive: without it, the same reduction is rewritten.
     known = lambda th, xr: -0.5 * jnp.sum((xr[:D] - th) ** 2)  # noqa: E731

@@ -411,7 +411,7 @@ class RunPlan:
         """
         from ._compile_cache import kernel_cache_key
         from .samplers._driver import DataKernel
-        from .samplers._per_example import prepare_data
+        from .samplers._layout import prepare_data
         from .samplers._sharding import FULL_DATA, shard_data, shard_rows
 
         spec, model, prepared = self.spec, self.model, self.params

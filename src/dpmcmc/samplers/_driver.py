@@ -27,7 +27,7 @@ executable (twice the memory, a compile time that grows with ``n``) and, under a
 replicated on every device. :func:`run_chains` therefore also takes a kernel *builder* and its
 data, ``run_chains(build, theta0, key, num_iterations, data=data)``: ``build(data) -> Kernel`` is
 called inside the compiled chunk function (and the compiled state initialisation) on the traced
-data pytree, so the data (a :class:`~dpmcmc.samplers._per_example.PreparedData`, a raw array, or
+data pytree, so the data (a :class:`~dpmcmc.samplers._layout.PreparedData`, a raw array, or
 the ``jax.Ref`` of :class:`~dpmcmc.samplers._sharding.ShardedRows`) reach the program as
 parameters, sharded as they were placed. :func:`dpmcmc.sample` always runs this way. A ready
 ``Kernel`` is still accepted (audits, tests and benchmarks build kernels directly); its data are

@@ -8,7 +8,7 @@ of :mod:`dpmcmc.accounting.pld`) assumes a batch that is a uniformly random subs
 ``n``.
 
 Per-example work on a batch (:func:`batch_llr`, :func:`clipped_batch_llr`,
-:func:`batch_llr_moments`) builds on :mod:`dpmcmc.samplers._per_example` (model evaluation) and
+:func:`batch_llr_moments`) builds on :mod:`dpmcmc.samplers._passes` (model evaluation) and
 :mod:`dpmcmc.samplers._clip` (clipping rules, including the audit's miscalibration hook), so that
 a subsampled sampler reads the data only through :func:`batch_rows` and these functions. Rows
 split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gathered there.
@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._per_example import per_example_grads, per_example_loglik
+from dpmcmc.samplers._passes import per_example_grads, per_example_loglik
 from dpmcmc.samplers._sharding import ShardedRows, gather_rows
 
 Array = Any

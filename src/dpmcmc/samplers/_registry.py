@@ -33,7 +33,7 @@ Parameters of each algorithm (``prepare`` fills the defaults shown; "required" o
 
 ``block_size`` scans the data in blocks of that many rows in every per-example pass (bounds
 memory for large n); it does not change the result beyond float rounding. ``None`` picks
-``dpmcmc.samplers._per_example.auto_block_size`` (4096 rows on CPU for n > 8192, one pass on
+``dpmcmc.samplers._layout.auto_block_size`` (4096 rows on CPU for n > 8192, one pass on
 accelerators).
 """
 from __future__ import annotations
@@ -46,7 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmcmc.accounting._checks import check_n0
-from dpmcmc.samplers._per_example import PreparedData
+from dpmcmc.samplers._layout import GRAD_DTYPES, PreparedData
+from dpmcmc.samplers._passes import GRAD_METHODS
 from dpmcmc.samplers._types import Kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.barker import MIN_BATCH_SIZE as _BARKER_MIN_BATCH
@@ -61,8 +62,6 @@ from dpmcmc.samplers.rwmh import build_rwmh
 __all__ = ["AlgorithmSpec", "ALGORITHMS"]
 
 DEFAULT_LEAPFROG_STEPS = 10
-GRAD_METHODS = ("auto", "forward", "reverse", "vmap")
-GRAD_DTYPES = ("float32", "float64")
 
 
 class AlgorithmSpec(NamedTuple):

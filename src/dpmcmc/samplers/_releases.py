@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Optional
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism, noise_std
-from dpmcmc.samplers._per_example import clipped_grad_sum, clipped_llr_sum
+from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum
 
 Array = Any
 
@@ -45,7 +45,7 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     clip : float
         b_l, the per-example log-likelihood-ratio bound per unit of ‖θ−θ'‖.
     block_size : int, optional
-        See :mod:`dpmcmc.samplers._per_example`.
+        See :mod:`dpmcmc.samplers._passes`.
     noise : NoiseSource, optional
         The kernel's noise source (default: ``jax.random``).
 
@@ -79,7 +79,7 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     grad_clip : float
         b_g, the per-example gradient norm bound.
     method, block_size, grad_dtype
-        See :mod:`dpmcmc.samplers._per_example`: the per-example gradients may be computed in
+        See :mod:`dpmcmc.samplers._passes`: the per-example gradients may be computed in
         float32; the noise is float64 and the released sum float64.
     noise : NoiseSource, optional
         The kernel's noise source (default: ``jax.random``).

@@ -3,7 +3,7 @@
 Full-data samplers
 ------------------
 The full-data samplers ("rwmh", "hmc", "dp-penalty", "dp-hmc") read the data only through the
-passes of :mod:`dpmcmc.samplers._per_example`. With a mesh, :func:`shard_data` lays the rows out
+passes of :mod:`dpmcmc.samplers._passes`. With a mesh, :func:`shard_data` lays the rows out
 in blocks as usual and places the blocks of each device on that device; every pass then reduces
 its local blocks on each device (compensated sums) and combines the partial sums with one
 ``psum`` over the mesh axis. Everything after the sum is unchanged: the clipped total is the
@@ -41,24 +41,29 @@ Why this design (the compiled HLO, 4 forced host devices, jax 0.10.2 with Shardy
   partitioner's (nothing guarantees it for other shapes or versions), the floating-point
   all-reduce of a value and zeros is not bit-exact in every case, and it needs even shards.
 - Either way the data must reach the program as an argument. A concrete array that a kernel
-  closes over — how every kernel holds its data, since ``Kernel.step(key, state)`` has no data
-  argument — is embedded by ``jax.jit`` as an HLO ``constant`` of its full shape, and an SPMD
-  program replicates constants on every device: each device would hold all ``n`` rows however
-  the array was placed (measured: ``f64[n,2] constant({...})`` in the compiled text, with or
-  without ``jax_use_simplified_jaxpr_constants``). :func:`shard_rows` therefore keeps the
-  sharded rows in a ``jax.Ref`` (``jax.new_ref``): ``jax.jit`` passes a closed-over Ref as an
-  implicit, aliased argument of the program (``input_output_alias``), so the compiled program
-  takes a parameter of ``⌈n/D⌉`` rows per device, sharded ``{devices=[D,...]}``, and never holds
-  the full data. The test checks the compiled program for the absence of any ``all-gather``
-  and of any constant or buffer with ``n`` rows.
+  closes over (a ``Kernel`` built directly, as audits, tests and benchmarks do:
+  ``Kernel.step(key, state)`` has no data argument) is embedded by ``jax.jit`` as an HLO
+  ``constant`` of its full shape, and an SPMD program replicates constants on every device: each
+  device would hold all ``n`` rows however the array was placed (measured: ``f64[n,2]
+  constant({...})`` in the compiled text, with or without
+  ``jax_use_simplified_jaxpr_constants``). :func:`dpmcmc.sample` avoids this by building the
+  kernel inside the compiled program from the data passed as an argument (see
+  :mod:`dpmcmc.samplers._driver`, "Data as an argument"); :func:`shard_rows` in addition keeps
+  the sharded rows in a ``jax.Ref`` (``jax.new_ref``), which ``jax.jit`` passes as an implicit,
+  aliased argument of the program (``input_output_alias``) even when a directly built kernel
+  closes over it, so the compiled program takes a parameter of ``⌈n/D⌉`` rows per device,
+  sharded ``{devices=[D,...]}``, and never holds the full data. The test checks the compiled
+  program for the absence of any ``all-gather`` and of any constant or buffer with ``n`` rows.
 - Limitation of the Ref: JAX does not support reading a Ref inside a ``lax.cond`` that is
   itself under ``vmap`` (``NotImplementedError: State effect not supported in vmap-of-cond``).
   The subsampled kernels gather outside any ``cond`` and the driver's ``cond`` over skipped
   iterations is outside the ``vmap`` over chains, so this never arises in ``dpmcmc.sample``; a
   caller who vmaps a whole driver run over a sharded kernel would meet it.
 
-Note that the full-data path (:func:`shard_data`) closes over plain sharded arrays and is
-therefore subject to the constant embedding described above (see docs/scaling.md).
+The full-data path (:func:`shard_data`) holds plain sharded arrays: :func:`dpmcmc.sample`
+passes them to the compiled program as arguments, placed as :func:`shard_data` placed them,
+so each device holds its own blocks only. A kernel built directly on them and run without
+``data=`` closes over them and embeds them as constants, as described above.
 
 Multi-host: on several machines, call ``jax.distributed.initialize()`` on every host first, then
 build the mesh over ``jax.devices()`` (all hosts' devices) and pass it. See docs/scaling.md for
@@ -72,7 +77,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc.samplers._per_example import PreparedData, prepare_data
+from dpmcmc.samplers._layout import PreparedData, data_axis, prepare_data
 
 Array = Any
 
@@ -139,14 +144,7 @@ def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> st
         raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
     if algorithm not in SHARDABLE:
         raise ValueError(f"mesh is supported for the algorithms {SHARDABLE}, not {algorithm!r}")
-    names = tuple(mesh.axis_names)
-    if axis_name is None:
-        if len(names) != 1:
-            raise ValueError(f"mesh must have exactly one axis (the data rows), got axes {names}")
-        return names[0]
-    if axis_name not in names:
-        raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {names}")
-    return axis_name
+    return data_axis(mesh, axis_name)
 
 
 def shard_data(data: Array, mesh: Any, *, model=None, block_size: Optional[int] = None,
@@ -262,13 +260,7 @@ def shard_rows(data: Array, mesh: Any, *, axis_name: Optional[str] = None) -> Sh
         raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
     if isinstance(data, jax.core.Tracer):
         raise TypeError("data must be a concrete array, not a traced value, to be sharded")
-    names = tuple(mesh.axis_names)
-    if axis_name is None:
-        if len(names) != 1:
-            raise ValueError(f"mesh has axes {names}; name the data axis with axis_name")
-        axis_name = names[0]
-    elif axis_name not in names:
-        raise ValueError(f"axis_name {axis_name!r} is not an axis of the mesh {names}")
+    axis_name = data_axis(mesh, axis_name)
     arr = np.asarray(data)
     if arr.ndim < 1 or arr.shape[0] < 1:
         raise ValueError(f"data must have at least one row, got shape {tuple(arr.shape)}")

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._per_example import prepare_data
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
 from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
@@ -147,7 +147,7 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
         Diagonal mass matrix.
     jitter : bool, default True
     grad_method : {"auto", "reverse", "forward", "vmap"}
-        Autodiff mode for per-example gradients (see :mod:`dpmcmc.samplers._per_example`).
+        Autodiff mode for per-example gradients (see :mod:`dpmcmc.samplers._passes`).
     block_size : int, optional
         Data block size for the per-example passes (default: ``auto_block_size``).
     grad_dtype : {"float32", "float64"}, default "float32"

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._per_example import prepare_data
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
 from dpmcmc.samplers._releases import release_llr

@@ -51,7 +51,8 @@ import jax.numpy as jnp
 
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
-from dpmcmc.samplers._per_example import auto_block_size, clipped_grad_sum
+from dpmcmc.samplers._layout import auto_block_size
+from dpmcmc.samplers._passes import clipped_grad_sum
 from dpmcmc.samplers._releases import Release
 from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 
@@ -92,7 +93,7 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     method : {"auto", "forward", "reverse"}
         Autodiff mode for the per-example gradients.
     block_size : int, optional
-        Scan the batch in blocks of this many rows (see :mod:`dpmcmc.samplers._per_example`).
+        Scan the batch in blocks of this many rows (see :mod:`dpmcmc.samplers._layout`).
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).

@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._halton import draw_mask, halton_multiplier
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
-from dpmcmc.samplers._per_example import auto_block_size
+from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.samplers._penalty import mh_accept
-from dpmcmc.samplers._per_example import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.samplers._types import HMCInfo, Kernel
 
 Array = Any
@@ -66,7 +66,7 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
+    data : array (n, ...) or PreparedData
     step_size : float
         Base leapfrog step size η > 0.
     leapfrog_steps : int
@@ -78,7 +78,8 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
     jitter : bool, default True
         Randomised-Halton step sizes ``η h_i``; False: fixed η.
     block_size : int, optional
-        Data block size for the per-example passes (default: :func:`auto_block_size`).
+        Data block size for the per-example passes (default:
+        :func:`~dpmcmc.samplers._layout.auto_block_size`; ignored for PreparedData).
 
     Returns
     -------
@@ -87,7 +88,9 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
         ``diverged=True``.
     """
     n = data.shape[0]
-    block_size = auto_block_size(n, block_size)
+    # Laid out once, here: a raw array would otherwise be laid out again by every pass it enters
+    # (and, if concrete, embedded in the compiled step once per pass).
+    data = prepare_data(data, model=model, block_size=block_size)
     temp = model.temperature
     mass = jnp.asarray(mass)
     prior_vg = jax.value_and_grad(model.log_prior)

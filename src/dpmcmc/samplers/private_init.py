@@ -45,7 +45,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._per_example import prepare_data
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._releases import release_grad
 
 __all__ = ["InitPlan", "init_plan", "private_start", "public_point", "GROW", "SHRINK"]

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._per_example import auto_block_size
+from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import mh_accept
-from dpmcmc.samplers._per_example import clipped_llr_sum, loglik_sum
+from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum
 from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
@@ -41,13 +41,14 @@ def build_rwmh(model, data: Array, proposal_std: Array, clip: Optional[float] = 
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
+    data : array (n, ...) or PreparedData
     proposal_std : float or array (dim,)
         Standard deviation of the Gaussian proposal ``θ' = θ + proposal_std ⊙ z``.
     clip : float, optional
         Clip each per-example log-likelihood ratio to ``[-clip‖θ−θ'‖, clip‖θ−θ'‖]``.
     block_size : int, optional
-        Data block size for the per-example passes (default: :func:`auto_block_size`).
+        Data block size for the per-example passes (default:
+        :func:`~dpmcmc.samplers._layout.auto_block_size`; ignored for PreparedData).
 
     Returns
     -------
@@ -56,7 +57,9 @@ def build_rwmh(model, data: Array, proposal_std: Array, clip: Optional[float] = 
         A NaN log density or ratio at the proposal is a rejection with ``diverged=True``.
     """
     n = data.shape[0]
-    block_size = auto_block_size(n, block_size)
+    # Laid out once, here: a raw array would otherwise be laid out again by every pass it enters
+    # (and, if concrete, embedded in the compiled step once per pass).
+    data = prepare_data(data, model=model, block_size=block_size)
     temp = model.temperature
     s = jnp.asarray(proposal_std)
 
