@@ -487,9 +487,10 @@ def _run_kernel(spec, model: Model, data_arr: np.ndarray, prepared: dict, algori
     """
     from .samplers._driver import DataKernel
     from .samplers._per_example import prepare_data
-    from .samplers._sharding import FULL_DATA, shard_data, shard_rows
+    from .samplers._sharding import shard_data, shard_rows
+    from .samplers._spec import FULL
 
-    full_data = algorithm in FULL_DATA
+    full_data = spec.data_access == FULL
     layout = dict(model=model, block_size=prepared.get("block_size"),
                   grad_dtype=prepared.get("grad_dtype"))
     if mesh is None:
@@ -681,11 +682,11 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
 def _algorithm_list() -> str:
     # Built from the registry so that a new algorithm cannot be missing from the docs.
     from .samplers import ALGORITHMS
-    from .samplers._sharding import FULL_DATA
+    from .samplers._spec import FULL
 
     lines = []
     for name, spec in ALGORITHMS.items():
-        access = "full data" if name in FULL_DATA else "minibatches"
+        access = "full data" if spec.data_access == FULL else "minibatches"
         kind = "private" if spec.private else "NON-private baseline"
         lines.append(f'        - ``"{name}"``: {kind}, {access}')
     return "\n".join(lines)

@@ -37,16 +37,19 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_choice, check_per_dim, check_positive
+from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._per_example import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_llr
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
 
 __all__ = ["MODES", "DPPenaltyState", "build_dp_penalty", "propose", "update_direction",
-           "init_state", "finish_move"]
+           "init_state", "finish_move", "SPEC"]
 
 MODES = ("random-walk", "one-component", "guided-walk")
 
@@ -175,3 +178,35 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
         return new_state, info
 
     return Kernel(init_state, step)
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"tau", "clip", "proposal_std", "mode", "block_size"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("dp-penalty", params, _KEYS, ("tau", "clip", "proposal_std"), model, n)
+    return {
+        "tau": check_positive("tau", params["tau"], strict=True),
+        "clip": check_positive("clip", params["clip"], strict=True),
+        "proposal_std": check_per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": check_choice("mode", params.get("mode", "random-walk"), MODES),
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_penalty(model, as_data(data), p["tau"], p["clip"], p["proposal_std"], p["mode"],
+                            block_size=p["block_size"], noise=noise)
+
+
+def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    # 001 Thm 6: one clipped log-likelihood-ratio sum per iteration, σ = 2τ√n·b‖θ−θ'‖ for
+    # sensitivity 2b‖θ−θ'‖, μ = 1/(2τ²n); release_llr draws from the same constructor.
+    return (gaussian_release("log-likelihood ratio", 1, p["tau"], n, "tau"),)
+
+
+#: DP penalty: private, full-data passes, one Gaussian release per iteration.
+SPEC = AlgorithmSpec("dp-penalty", True, _prepare, _build, FULL,
+                     releases=ReleaseSpec(GAUSSIAN, ("tau",), _releases), audit="dp-penalty")

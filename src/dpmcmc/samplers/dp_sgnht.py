@@ -50,13 +50,15 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_positive
 from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data
 from dpmcmc.samplers._types import Info, Kernel
-from dpmcmc.samplers.dp_sgld import gradient_estimator
+from dpmcmc.samplers.dp_sgld import SGD_RELEASES, gradient_estimator, prepare_sgd
 
 Array = Any
 
-__all__ = ["SGNHTState", "build_dp_sgnht"]
+__all__ = ["SGNHTState", "build_dp_sgnht", "SPEC", "DEFAULT_FRICTION"]
 
 
 class SGNHTState(NamedTuple):
@@ -133,3 +135,26 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
         return new_state, info
 
     return Kernel(init, step)
+
+
+# ---------------------------------------------------------------- the spec
+
+#: Default friction A (Ding et al. 2014).
+DEFAULT_FRICTION = 1.0
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    p = prepare_sgd("dp-sgnht", params, model, n, extra=frozenset({"friction"}))
+    p["friction"] = check_positive("friction", params.get("friction", DEFAULT_FRICTION), strict=True)
+    return p
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_sgnht(model, as_data(data), p["step_size"], p["batch_size"],
+                          p["noise_multiplier"], p["grad_clip"], p["friction"],
+                          grad_method=p["grad_method"], block_size=p["block_size"], noise=noise)
+
+
+#: DP-SGNHT: private, one fixed-size batch per iteration; releases as DP-SGLD.
+SPEC = AlgorithmSpec("dp-sgnht", True, _prepare, _build, SUBSAMPLED, releases=SGD_RELEASES,
+                     audit="dp-sgnht")
