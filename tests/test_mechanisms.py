@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import gaussian_mechanism, noise_std, release_mu, sensitivity
+from dpmcmc.accounting import gaussian_release, releases
+from dpmcmc.samplers import gaussian_mechanism, sensitivity
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
 from dpmcmc.samplers._passes import (
     clipped_grad_sum,
@@ -45,26 +46,31 @@ def make_data(n, dim, seed=0):
 
 @pytest.mark.parametrize("tau,n,bound", [(0.1, 1000, 0.7), (2.0, 17, 3.0), (0.013, 10**5, 1e-3)])
 def test_noise_std_matches_accountant_mu(tau, n, bound):
-    sigma = noise_std(tau, n, bound)
+    # One path: the release event gives both the σ the mechanism draws and the μ charged.
+    event = gaussian_release("log-likelihood ratio", 1, tau, n)
+    sigma = event.noise_std(bound)
     assert sigma == pytest.approx(2 * tau * math.sqrt(n) * bound, rel=1e-14)
     # μ = Δ²/(2σ²) with the substitute sensitivity Δ = 2·bound is the accountant's 1/(2τ²n).
     mu = sensitivity(bound) ** 2 / (2 * sigma ** 2)
     assert mu == pytest.approx(1 / (2 * tau ** 2 * n), rel=1e-12)
-    assert release_mu(tau, n) == pytest.approx(mu, rel=1e-12)
+    assert event.mu == pytest.approx(mu, rel=1e-12)
 
 
 def test_noise_std_agrees_with_accounting_release_description():
-    accounting = pytest.importorskip("dpmcmc.accounting")
-    releases = getattr(accounting, "releases", None)
-    if releases is None:
-        pytest.skip("dpmcmc.accounting.releases not available")
+    # The σ the kernels' releases draw is the σ of the events the accountant composes.
     n, tau, tau_g, L, bound = 5000, 0.2, 0.7, 6, 0.35
+    model = gaussian_model(1)
+    data = make_data(n, 1)
+    theta, theta_new = jnp.asarray([0.1]), jnp.asarray([0.1 + bound])  # ratio bound = 1·|Δθ|
     (rel,) = releases("dp-penalty", n, tau=tau)
-    assert rel.noise_std(bound) == pytest.approx(noise_std(tau, n, bound), rel=1e-12)
-    assert rel.mu == pytest.approx(release_mu(tau, n), rel=1e-12)
+    drawn = release_llr(jax.random.key(0), model, data, theta, theta_new, tau, 1.0).sigma
+    assert float(drawn) == pytest.approx(rel.noise_std(bound), rel=1e-12)
+    assert rel.mu == pytest.approx(sensitivity(bound) ** 2 / (2 * float(drawn) ** 2), rel=1e-12)
     llr, grad = releases("dp-hmc", n, tau_l=tau, tau_g=tau_g, leapfrog_steps=L)
-    assert llr.noise_std(bound) == pytest.approx(noise_std(tau, n, bound), rel=1e-12)
-    assert grad.noise_std(bound) == pytest.approx(noise_std(tau_g, n, bound), rel=1e-12)
+    assert llr.noise_std(bound) == pytest.approx(float(drawn), rel=1e-12)
+    drawn_g = release_grad(jax.random.key(1), model, data, theta, tau_g, bound).sigma
+    assert grad.noise_std(bound) == pytest.approx(float(drawn_g), rel=1e-12)
+    assert grad.mu == pytest.approx(sensitivity(bound) ** 2 / (2 * float(drawn_g) ** 2), rel=1e-12)
     assert grad.per_iteration == L + 1  # the paper's k(L+1) gradient releases, no reuse
 
 

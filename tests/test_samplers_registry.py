@@ -120,3 +120,77 @@ def test_build_gives_a_kernel_with_the_contract(name):
     assert info.accepted.dtype == bool and info.diverged.dtype == bool
     assert 0.0 <= float(info.clip_fraction) <= 1.0
     assert jax.tree.structure(new_state) == jax.tree.structure(state)
+
+
+# ---------------------------------------------------------------- one spec per algorithm
+
+def test_every_algorithm_is_its_own_modules_spec():
+    import importlib
+
+    modules = {"rwmh": "rwmh", "hmc": "hmc", "dp-penalty": "dp_penalty", "dp-hmc": "dp_hmc",
+               "dp-barker": "barker", "minibatch-penalty": "minibatch_penalty",
+               "dp-sgld": "dp_sgld", "dp-sgnht": "dp_sgnht"}
+    assert set(ALGORITHMS) == set(modules)
+    for name, module in modules.items():
+        assert ALGORITHMS[name] is importlib.import_module(f"dpmcmc.samplers.{module}").SPEC
+
+
+def test_spec_declarations_are_complete():
+    from dpmcmc import accounting
+    from dpmcmc.audit import AUDITS
+    from dpmcmc.samplers._spec import DATA_ACCESS
+
+    for name, spec in ALGORITHMS.items():
+        assert spec.data_access in DATA_ACCESS
+        # Private iff it declares its releases; every private algorithm names an audit design.
+        assert (spec.releases is not None) == spec.private
+        if spec.private:
+            assert AUDITS[name] is not None and spec.audit is not None
+            assert accounting.algorithm_params(name) == (spec.releases.required,
+                                                         spec.releases.optional)
+            assert accounting.supported_accountants(name)  # the kind has accountants
+    # The accountant knows exactly the private algorithms, read from the specs.
+    assert set(accounting.ALGORITHMS) == {n for n, s in ALGORITHMS.items() if s.private}
+    assert ALGORITHMS["dp-penalty"].data_access == "full"
+    assert ALGORITHMS["dp-sgld"].data_access == "subsampled"
+
+
+def test_spec_events_are_the_accountants_releases():
+    from dpmcmc import accounting
+
+    p = ALGORITHMS["dp-hmc"].prepare(dict(VALID["dp-hmc"]), MODEL, N)
+    assert ALGORITHMS["dp-hmc"].events(N, p) == accounting.releases(
+        "dp-hmc", N, **ALGORITHMS["dp-hmc"].accounting_params(p))
+    assert ALGORITHMS["rwmh"].events(N, {}) == ()
+
+
+def test_subsampled_kernels_draw_the_sigma_of_their_release_event():
+    # One source of truth for σ: the minibatch releases read it from the accountant's event.
+    import jax
+
+    from dpmcmc import accounting
+    from dpmcmc.samplers.dp_sgld import release_batch_grad
+    from dpmcmc.samplers.minibatch_penalty import release_penalised_llr
+
+    data = jnp.asarray(np.random.default_rng(1).normal(size=(N, 3)))
+    theta, theta_new = jnp.zeros(3), jnp.asarray([0.1, -0.2, 0.05])
+    with jax.enable_x64(True):
+        rel, _ = release_batch_grad(jax.random.key(0), MODEL, data, theta, 10, 1.7, 0.5)
+        (event,) = accounting.releases("dp-sgld", N, noise_multiplier=1.7, batch_size=10)
+        assert float(rel.sigma) == pytest.approx(event.noise_std(0.5), rel=1e-12)
+        mb = release_penalised_llr(jax.random.key(1), MODEL, data[:10], theta, theta_new, N, 0.8, 2.0)
+        (event,) = accounting.releases("minibatch-penalty", N, tau=0.8, batch_size=10)
+        # Per-example bound c/2 (sensitivity c); σ = √τ·c, μ = c²/(2σ²) = 1/(2τ).
+        assert float(mb.sigma) == pytest.approx(event.noise_std(0.5 * float(mb.sensitivity)), rel=1e-12)
+        assert event.mu == pytest.approx(float(mb.sensitivity) ** 2 / (2 * float(mb.sigma) ** 2),
+                                         rel=1e-12)
+
+
+def test_accounting_import_does_not_import_jax():
+    import subprocess
+    import sys
+
+    code = "import sys, dpmcmc.accounting; assert 'jax' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -166,8 +166,9 @@ def _norm(values) -> float:
     return math.sqrt(sum(float(v) ** 2 for v in values))
 
 
-def _acceptance_line(name: str, tau: float, n: int, clip: float, step: float, what: str) -> NoiseLine:
-    sigma = 2.0 * tau * math.sqrt(n) * clip * step
+def _acceptance_line(release, clip: float, step: float, what: str) -> NoiseLine:
+    # σ of the release event (what the kernel draws) for a ratio bound of clip × step length.
+    name, sigma = release.name, release.noise_std(clip * step)
     # Penalty test on a flat target: accept iff N(-σ²/2, σ²) > log U, probability 2Φ(-σ/2).
     return NoiseLine(name, sigma, f"acceptance ceiling 2Φ(−σ/2) for a {what} of length {step:.3g}",
                      float(2.0 * ndtr(-sigma / 2.0)))
@@ -175,18 +176,22 @@ def _acceptance_line(name: str, tau: float, n: int, clip: float, step: float, wh
 
 def _noise_lines(algorithm: str, p: dict, n: int, dim: int,
                  temperature: float = 1.0) -> tuple[NoiseLine, ...]:
+    from .samplers import ALGORITHMS
+
     if algorithm == "dp-penalty":
         ps = p["proposal_std"]
         step = _norm(ps) / (math.sqrt(dim) if p.get("mode") == "one-component" else 1.0)
-        return (_acceptance_line("log-likelihood ratio", p["tau"], n, p["clip"], step, "proposal"),)
+        (llr,) = ALGORITHMS[algorithm].events(n, p)
+        return (_acceptance_line(llr, p["clip"], step, "proposal"),)
     if algorithm == "dp-hmc":
         eps, steps = p["step_size"], p["leapfrog_steps"]
         inv_mass = [1.0 / float(m) for m in p["mass"]]
         move = eps * steps * math.sqrt(sum(inv_mass))
-        sigma_g = 2.0 * p["tau_g"] * math.sqrt(n) * p["grad_clip"]
+        llr, grad = ALGORITHMS[algorithm].events(n, p)
+        sigma_g = grad.noise_std(p["grad_clip"])
         kick = eps * math.sqrt(steps) * sigma_g * math.sqrt(max(inv_mass))  # over sd √m, worst axis
         return (
-            _acceptance_line("log-likelihood ratio", p["tau_l"], n, p["clip"], move, "trajectory"),
+            _acceptance_line(llr, p["clip"], move, "trajectory"),
             NoiseLine("gradient", sigma_g, "momentum noise per trajectory over the momentum sd", kick),
         )
     if algorithm in ("dp-sgld", "dp-sgnht"):

@@ -412,10 +412,11 @@ class RunPlan:
         from ._compile_cache import kernel_cache_key
         from .samplers._driver import DataKernel
         from .samplers._layout import prepare_data
-        from .samplers._sharding import FULL_DATA, shard_data, shard_rows
+        from .samplers._sharding import shard_data, shard_rows
+        from .samplers._spec import FULL
 
         spec, model, prepared = self.spec, self.model, self.params
-        full_data = self.algorithm in FULL_DATA
+        full_data = spec.data_access == FULL
         layout = dict(model=model, block_size=prepared.get("block_size"),
                       grad_dtype=prepared.get("grad_dtype"))
         with jax.enable_x64(True):
@@ -824,11 +825,11 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
 def _algorithm_list() -> str:
     # Built from the registry so that a new algorithm cannot be missing from the docs.
     from .samplers import ALGORITHMS
-    from .samplers._sharding import FULL_DATA
+    from .samplers._spec import FULL
 
     lines = []
     for name, spec in ALGORITHMS.items():
-        access = "full data" if name in FULL_DATA else "minibatches"
+        access = "full data" if spec.data_access == FULL else "minibatches"
         kind = "private" if spec.private else "NON-private baseline"
         lines.append(f'        - ``"{name}"``: {kind}, {access}')
     return "\n".join(lines)

@@ -1,10 +1,18 @@
-"""Privacy accounting for DP MCMC: pure NumPy/SciPy, no JAX, nothing else of dpmcmc.
+"""Privacy accounting for DP MCMC: pure NumPy/SciPy, no JAX.
+
+It imports nothing else of dpmcmc at import time. One upward edge exists, taken at call time:
+the name-based budget functions (:func:`max_iterations`, :func:`spent`, :func:`releases`, ...
+and :data:`ALGORITHMS`) read an algorithm's release declaration from its spec in
+``dpmcmc.samplers`` (ARCHITECTURE.md). The event-based pieces (:mod:`~dpmcmc.accounting.events`)
+and the accountants below need nothing else.
 
 * :mod:`~dpmcmc.accounting.gaussian`: tight δ(ε) of Gaussian compositions (Gaussian PLD).
 * :mod:`~dpmcmc.accounting.zcdp`: zCDP conversions.
 * :mod:`~dpmcmc.accounting.rdp`: RDP curves, subsampling amplification, conversion.
 * :mod:`~dpmcmc.accounting.pld`: numerical PLD of the subsampled Gaussian mechanism.
-* :mod:`~dpmcmc.accounting.budget`: what each algorithm releases per iteration,
+* :mod:`~dpmcmc.accounting.events`: release events (:class:`Release`) and their constructors,
+  and :class:`ReleaseSpec`, the type of an algorithm's release declaration.
+* :mod:`~dpmcmc.accounting.budget`: events composed under an accountant;
   :func:`max_iterations` and :func:`spent`.
 * :class:`PrivacyReport`: the (ε, δ) of a run and what it was spent on.
 
@@ -17,19 +25,24 @@ from __future__ import annotations
 
 from .budget import (
     ACCOUNTANTS,
-    ALGORITHMS,
-    BARKER,
-    GAUSSIAN,
     RELATION,
     RELATIONS,
-    SUBSAMPLED_GAUSSIAN,
-    Release,
     algorithm_params,
     max_iterations,
     releases,
     spent,
     supported_accountants,
     supported_relations,
+)
+from .events import (
+    BARKER,
+    GAUSSIAN,
+    SUBSAMPLED_GAUSSIAN,
+    Release,
+    ReleaseSpec,
+    barker_release,
+    gaussian_release,
+    subsampled_gaussian_release,
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .pld import subsampled_gaussian_delta, subsampled_gaussian_epsilon
@@ -58,7 +71,11 @@ __all__ = [
     "SUBSAMPLED_GAUSSIAN",
     "PrivacyReport",
     "Release",
+    "ReleaseSpec",
     "algorithm_params",
+    "barker_release",
+    "gaussian_release",
+    "subsampled_gaussian_release",
     "barker_orders",
     "barker_direct_rdp",
     "barker_rdp",
@@ -81,3 +98,13 @@ __all__ = [
     "zcdp_epsilon",
     "zcdp_rho",
 ]
+
+
+def __getattr__(name: str):
+    # ALGORITHMS: the names of the private algorithms, read from their specs on first use
+    # (see dpmcmc.accounting.budget._declarations).
+    if name == "ALGORITHMS":
+        from . import budget
+
+        return budget.ALGORITHMS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,16 @@
-"""Per-algorithm release descriptions, and the budget functions built on them.
+"""The budget functions: release events composed under an accountant.
 
-One place says what one iteration of each algorithm releases (:func:`releases`); samplers
-draw their noise from the same description and the accountants turn it into (ε, δ).
+The core composes release events (:mod:`dpmcmc.accounting.events`) × iterations × chains
+under one accountant (:class:`_Accounting`, :func:`_largest_feasible`) and knows no algorithm.
+What one iteration of an algorithm releases is declared once, by the algorithm's spec in
+``dpmcmc.samplers`` (its ``releases``, a :class:`~dpmcmc.accounting.events.ReleaseSpec`);
+the name-based functions here (:func:`releases`, :func:`max_iterations`, :func:`spent`, ...)
+look the declaration up by name at call time (:func:`_declaration`: the one upward edge of
+this package, imported lazily so that ``import dpmcmc.accounting`` never imports JAX). The
+samplers draw their noise from the same events.
 
-Conventions (substitute relation; ARCHITECTURE.md):
+Conventions of the declarations (each written with its algorithm's release declaration; summarised
+here; substitute relation; ARCHITECTURE.md):
 
 * ``dp-penalty`` (001 Thm 6): one clipped log-likelihood-ratio sum per iteration, noise
   standard deviation σ_l = 2 τ √n b ‖θ−θ'‖ for sensitivity 2 b ‖θ−θ'‖, so μ = 1/(2 τ² n).
@@ -56,22 +63,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import pld as _pld
-from ._checks import check_choice, check_int, check_n0, check_positive, check_probability
+from ._checks import check_choice, check_int, check_param_names, check_positive, check_probability
+from .events import (
+    BARKER,
+    GAUSSIAN,
+    SUBSAMPLED_GAUSSIAN,
+    Release,
+    ReleaseSpec,
+)
 from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .rdp import (
-    barker_direct_rdp,
     conversion_offset,
     barker_orders,
-    barker_rdp,
     default_orders,
     gaussian_rdp,
     rdp_to_epsilon,
-    subsampled_rdp,
 )
 from .report import PrivacyReport
 from .zcdp import zcdp_epsilon, zcdp_rho
@@ -85,6 +95,7 @@ __all__ = [
     "SUBSAMPLED_GAUSSIAN",
     "BARKER",
     "Release",
+    "ReleaseSpec",
     "algorithm_params",
     "supported_accountants",
     "supported_relations",
@@ -101,96 +112,13 @@ RELATIONS = ("substitute", "substitute-legacy")
 ACCOUNTANTS = ("pld", "rdp", "zcdp", "rdp-direct")
 #: The accountants that compose RDP curves ("rdp-direct" only differs for DP Barker).
 RDP_ACCOUNTANTS = ("rdp", "rdp-direct")
-GAUSSIAN = "gaussian"
-SUBSAMPLED_GAUSSIAN = "subsampled-gaussian"
-BARKER = "barker"
 
-#: Noise variance C of the DP Barker test (002 §3.2, 001 Thm 7).
-BARKER_NOISE_VARIANCE = 2.0
-
+#: The accountants that bound each kind of release (the first is the tightest).
 _ACCOUNTANTS_BY_KIND = {
     GAUSSIAN: ("pld", "rdp", "zcdp"),
     SUBSAMPLED_GAUSSIAN: ("pld", "rdp"),
     BARKER: ("rdp-direct", "rdp"),
 }
-
-
-@dataclass(frozen=True)
-class Release:
-    """One kind of accounted release made in every iteration of an algorithm.
-
-    Attributes
-    ----------
-    name : str
-        What is released, e.g. ``"log-likelihood ratio"`` or ``"gradient"``.
-    kind : str
-        ``"gaussian"`` (full-data Gaussian mechanism), ``"subsampled-gaussian"`` (Gaussian
-        mechanism on a minibatch drawn without replacement) or ``"barker"`` (DP Barker test).
-    per_iteration : int
-        Releases of this kind per iteration of one chain.
-    sigma : float or None
-        Noise standard deviation divided by the per-example bound of the released sum (its
-        substitute sensitivity is twice that bound). ``None`` for ``"barker"``.
-    mu : float or None
-        Δ²/(2σ²) = 2/sigma² of one release (Gaussian kinds); the cost of one full-data release
-        in the Gaussian composition.
-    q : float or None
-        Sampling ratio batch_size/n (subsampled kinds).
-    batch_size : int or None
-        Minibatch size (subsampled kinds).
-    noise_variance : float or None
-        Total noise variance C of the Barker test.
-    clip_bound : float or None
-        Barker: the bound √b/n₀ on each per-example log-likelihood ratio that the RDP bound
-        assumes.
-    """
-
-    name: str
-    kind: str
-    per_iteration: int
-    sigma: float | None = None
-    mu: float | None = None
-    q: float | None = None
-    batch_size: int | None = None
-    noise_variance: float | None = None
-    clip_bound: float | None = None
-
-    def noise_std(self, bound: float) -> float:
-        """Noise standard deviation for a released sum whose terms are bounded by ``bound``.
-
-        Parameters
-        ----------
-        bound : float
-            Per-example bound (b‖θ−θ'‖ for log-likelihood ratios, b_g for gradients); the
-            substitute sensitivity is ``2 * bound``.
-        """
-        if self.sigma is None:
-            raise ValueError(f"a {self.kind!r} release has no per-example noise scale")
-        return self.sigma * check_positive("bound", bound)
-
-    def rdp(self, orders, direct: bool = False) -> np.ndarray:
-        """RDP curve ε(α) of one release at integer ``orders`` (amplified if subsampled).
-
-        ``direct`` selects, for a ``"barker"`` release, :func:`barker_direct_rdp` instead of 002
-        Thm 2 (:func:`barker_rdp`); other kinds have one curve.
-        """
-        if self.kind == GAUSSIAN:
-            return gaussian_rdp(orders, self.mu)
-        if self.kind == SUBSAMPLED_GAUSSIAN:
-            mu = self.mu
-            return subsampled_rdp(orders, self.q, lambda js: gaussian_rdp(js, mu))
-        b = self.batch_size
-        base = barker_direct_rdp if direct else barker_rdp
-        return subsampled_rdp(orders, self.q, lambda js: base(js, b))
-
-    def to_dict(self) -> dict:
-        """The non-empty fields as a plain dictionary."""
-        out = {"name": self.name, "kind": self.kind, "per_iteration": self.per_iteration}
-        for key in ("sigma", "mu", "q", "batch_size", "noise_variance", "clip_bound"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        return out
 
 
 #: Range of the per-release μ = Δ²/(2σ²) the accountants accept. Above: the noise is below
@@ -203,97 +131,41 @@ _MU_RANGE = (1e-300, 1e8)
 PLD_MIN_Q = 1e-6
 
 
-def _check_mu(mu: float, name: str, value) -> float:
-    lo, hi = _MU_RANGE
-    if not (math.isfinite(mu) and lo <= mu <= hi):
-        raise ValueError(
-            f"{name}={value!r} gives a per-release mu = Δ²/(2σ²) of {mu:.3g}, outside the "
-            f"accountable range [{lo:g}, {hi:g}] (noise far below the sensitivity, or so large "
-            f"that its mu underflows); choose a {name} within it"
-        )
-    return mu
+def _declarations() -> dict[str, ReleaseSpec]:
+    """The release declarations of the private algorithms, by name.
+
+    The one upward edge of :mod:`dpmcmc.accounting` (ARCHITECTURE.md): the declarations live
+    with their algorithms (``dpmcmc.samplers``, each algorithm's ``SPEC.releases``), imported
+    here at call time so that importing the accounting package never imports JAX.
+    """
+    from dpmcmc.samplers._registry import ALGORITHMS as _SAMPLERS
+
+    return {name: spec.releases for name, spec in _SAMPLERS.items() if spec.releases is not None}
 
 
-def _gaussian_release(name: str, per_iteration: int, tau: float, n: int, param: str) -> Release:
-    # σ = 2 τ √n × bound and sensitivity 2 × bound give μ = 1/(2 τ² n) per release; divided
-    # step by step so that an extreme τ gives inf/0 (rejected by name) rather than raising.
-    mu = _check_mu(0.5 / n / tau / tau, param, tau)
-    return Release(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=mu)
+def _declaration(algorithm: str) -> ReleaseSpec:
+    if not isinstance(algorithm, str):
+        raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
+    declarations = _declarations()
+    return declarations[check_choice("algorithm", algorithm, declarations)]
 
 
-def _subsampled_release(name: str, sigma: float, batch_size: int, n: int, param: str,
-                        value) -> Release:
-    mu = _check_mu(2.0 / sigma / sigma, param, value)
-    return Release(
-        name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=mu, q=batch_size / n, batch_size=batch_size
-    )
-
-
-def _rel_penalty(n: int, p: dict) -> tuple[Release, ...]:
-    return (_gaussian_release("log-likelihood ratio", 1, p["tau"], n, "tau"),)
-
-
-def _rel_hmc(n: int, p: dict) -> tuple[Release, ...]:
-    return (
-        _gaussian_release("log-likelihood ratio", 1, p["tau_l"], n, "tau_l"),
-        _gaussian_release("gradient", p["leapfrog_steps"] + 1, p["tau_g"], n, "tau_g"),
-    )
-
-
-def _rel_minibatch_penalty(n: int, p: dict) -> tuple[Release, ...]:
-    return (_subsampled_release("penalised log-likelihood ratio", 2.0 * math.sqrt(p["tau"]),
-                                p["batch_size"], n, "tau", p["tau"]),)
-
-
-def _rel_barker(n: int, p: dict) -> tuple[Release, ...]:
-    b = p["batch_size"]
-    n0 = p["n0"] if p.get("n0") is not None else float(n)
-    return (
-        Release(
-            "barker acceptance test",
-            BARKER,
-            1,
-            q=b / n,
-            batch_size=b,
-            noise_variance=BARKER_NOISE_VARIANCE,
-            clip_bound=math.sqrt(b) / n0,
-        ),
-    )
-
-
-def _rel_sgd(n: int, p: dict) -> tuple[Release, ...]:
-    return (_subsampled_release("gradient", p["noise_multiplier"], p["batch_size"], n,
-                                "noise_multiplier", p["noise_multiplier"]),)
-
-
-@dataclass(frozen=True)
-class _AlgorithmSpec:
-    required: tuple[str, ...]
-    optional: tuple[str, ...]
-    kind: str  # the kind of every release the algorithm makes
-    build: Callable[[int, dict], tuple[Release, ...]]
-
-
-_SPECS: dict[str, _AlgorithmSpec] = {
-    "dp-penalty": _AlgorithmSpec(("tau",), (), GAUSSIAN, _rel_penalty),
-    "dp-hmc": _AlgorithmSpec(("tau_l", "tau_g", "leapfrog_steps"), (), GAUSSIAN, _rel_hmc),
-    "minibatch-penalty": _AlgorithmSpec(("tau", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_minibatch_penalty),
-    "dp-barker": _AlgorithmSpec(("batch_size",), ("n0",), BARKER, _rel_barker),
-    "dp-sgld": _AlgorithmSpec(("noise_multiplier", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_sgd),
-    "dp-sgnht": _AlgorithmSpec(("noise_multiplier", "batch_size"), (), SUBSAMPLED_GAUSSIAN, _rel_sgd),
-}
-
-#: Names of the algorithms the accountant knows.
-ALGORITHMS = tuple(_SPECS)
+def __getattr__(name: str):
+    # ALGORITHMS (the names the accountant knows) is read from the sampler registry on first
+    # use, for the reason given in _declarations.
+    if name == "ALGORITHMS":
+        return tuple(_declarations())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def algorithm_params(algorithm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(required, optional) privacy parameter names of ``algorithm``."""
-    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    spec = _declaration(algorithm)
     return spec.required, spec.optional
 
 
 def _check_param(name: str, value, n: int):
+    # The vocabulary of privacy parameters the release declarations use.
     if name in ("tau", "tau_l", "tau_g", "noise_multiplier", "n0"):
         return check_positive(name, value)
     if name == "leapfrog_steps":
@@ -303,29 +175,29 @@ def _check_param(name: str, value, n: int):
     raise AssertionError(name)  # every spec parameter is listed above
 
 
-def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Release, ...]]:
-    if not isinstance(algorithm, str):
-        raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
-    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
-    n = check_int("n", n, minimum=1)
-    unknown = sorted(set(params) - set(spec.required) - set(spec.optional))
-    if unknown:
-        raise TypeError(
-            f"unexpected parameter(s) {unknown} for algorithm {algorithm!r}; it takes "
-            f"{list(spec.required) + list(spec.optional)}"
+def _check_mu(release: Release) -> Release:
+    lo, hi = _MU_RANGE
+    mu = release.mu
+    if mu is not None and not (math.isfinite(mu) and lo <= mu <= hi):
+        name, value = release.source
+        raise ValueError(
+            f"{name}={value!r} gives a per-release mu = Δ²/(2σ²) of {mu:.3g}, outside the "
+            f"accountable range [{lo:g}, {hi:g}] (noise far below the sensitivity, or so large "
+            f"that its mu underflows); choose a {name} within it"
         )
-    missing = [name for name in spec.required if params.get(name) is None]
-    if missing:
-        raise TypeError(f"algorithm {algorithm!r} requires parameter(s) {missing}")
+    return release
+
+
+def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Release, ...]]:
+    spec = _declaration(algorithm)
+    n = check_int("n", n, minimum=1)
+    check_param_names(algorithm, params, spec.required + spec.optional, spec.required,
+                      error=TypeError)
     clean = {}
     for name in spec.required + spec.optional:
         if params.get(name) is not None:
             clean[name] = _check_param(name, params[name], n)
-    if algorithm == "dp-barker":
-        barker_orders(clean["batch_size"])  # raises ValueError naming batch_size if b <= 10
-        if "n0" in clean:
-            check_n0(params["n0"], n)  # the rule dpmcmc.sample applies, same message
-    return n, clean, spec.build(n, clean)
+    return n, clean, tuple(_check_mu(r) for r in spec.build(n, clean))
 
 
 def releases(algorithm: str, n: int, **params) -> tuple[Release, ...]:
@@ -349,8 +221,7 @@ def releases(algorithm: str, n: int, **params) -> tuple[Release, ...]:
 
 def supported_accountants(algorithm: str) -> tuple[str, ...]:
     """Accountants that can bound ``algorithm`` (the first is the tightest)."""
-    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
-    return _ACCOUNTANTS_BY_KIND[spec.kind]
+    return _ACCOUNTANTS_BY_KIND[_declaration(algorithm).kind]
 
 
 def _check_accountant(accountant, algorithm: str) -> str:
@@ -372,7 +243,7 @@ def supported_relations(algorithm: str, accountant: str = "pld") -> tuple[str, .
     ``"substitute-legacy"`` (the papers' non-dominating pair) is available only for the
     subsampled Gaussian samplers under ``accountant="pld"``.
     """
-    spec = _SPECS[check_choice("algorithm", algorithm, _SPECS)]
+    spec = _declaration(algorithm)
     accountant = check_choice("accountant", accountant, ACCOUNTANTS)
     if spec.kind == SUBSAMPLED_GAUSSIAN and accountant == "pld":
         return RELATIONS

@@ -67,13 +67,14 @@ release leaks, so auditing against it could not flag the miscalibrated variants.
 
 Adding an algorithm
 -------------------
-One :class:`AuditEntry` in :data:`AUDITS`. A new sampler must provide (see docs/audit.md):
-its tapped core (``tapped_<algorithm>(...) -> TappedKernel``, whose ``transition`` returns
-``(state, info, taps)`` with the released noisy values and their queries, and whose ``kernel()``
-is what the public builder returns), noise drawn through
+One :class:`AuditEntry` in ``_ENTRIES``, named by the algorithm's spec (``SPEC.audit``);
+:data:`AUDITS` maps every registered algorithm to the entry its spec names. A new sampler must
+provide (see docs/audit.md): its tapped core (``tapped_<algorithm>(...) -> TappedKernel``, whose
+``transition`` returns ``(state, info, taps)`` with the released noisy values and their queries,
+and whose ``kernel()`` is what the public builder returns), noise drawn through
 :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` and clipping through
-:mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), a registry entry, and an
-``accounting.releases`` description; the entry supplies worst-case parameters as a function
+:mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), a ``SPEC`` with its release
+declaration and the key of its audit entry; the entry supplies worst-case parameters as a function
 of one noise scale, the tapped kernel's construction, and the two statistics.
 """
 from __future__ import annotations
@@ -84,7 +85,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmcmc.models.base import Model
-from dpmcmc.samplers._mechanisms import noise_std
+from dpmcmc.samplers import ALGORITHMS as SAMPLERS
 from dpmcmc.samplers.barker import tapped_dp_barker
 from dpmcmc.samplers.dp_hmc import tapped_dp_hmc
 from dpmcmc.samplers.dp_penalty import tapped_dp_penalty
@@ -245,8 +246,10 @@ def _hmc_tapped(model, data, p, noise=None):
 
 
 def _hmc_statistic(taps, p, n):
-    # Gradient releases: mean +b_g on D, −b_g on D', σ_g from the shared noise definition.
-    sigma_g = noise_std(p["tau_g"], n, p["grad_clip"])
+    # Gradient releases: mean +b_g on D, −b_g on D', σ_g of the release event the accountant
+    # composes and the kernel draws from.
+    _, grad_release = SAMPLERS["dp-hmc"].events(n, p)
+    sigma_g = grad_release.noise_std(p["grad_clip"])
     grad = 2.0 * p["grad_clip"] * jnp.sum(taps["grad_sum"][..., 0]) / (sigma_g * sigma_g)
     return _llr_term(taps, p["clip"]) + grad
 
@@ -422,7 +425,7 @@ def _barker_statistic(taps, p, n):
     return jnp.sum(log_lr)
 
 
-AUDITS: dict[str, AuditEntry] = {
+_ENTRIES: dict[str, AuditEntry] = {
     "dp-barker": AuditEntry("dp-barker", 8, _barker_params, _barker_design, _barker_tapped,
                             _barker_statistic, _last_draw, integer_scale=True,
                             max_scale=MAX_DESIGN_ROWS // 2),
@@ -437,3 +440,7 @@ AUDITS: dict[str, AuditEntry] = {
     "minibatch-penalty": AuditEntry("minibatch-penalty", 5, _mbp_params, _mbp_design, _mbp_tapped,
                                     _mbp_statistic, _last_draw),
 }
+
+#: The audit entry of every registered algorithm whose spec names one (``SPEC.audit``).
+AUDITS: dict[str, AuditEntry] = {name: _ENTRIES[spec.audit] for name, spec in SAMPLERS.items()
+                                 if spec.audit is not None}

@@ -1,15 +1,16 @@
 """Samplers: pure JAX Markov kernels, one chain driver, and the algorithm registry.
 
-- :data:`ALGORITHMS` — ``name -> AlgorithmSpec(name, private, prepare, build,
-  accounting_params)`` for ``"rwmh"``, ``"hmc"``, ``"dp-penalty"``, ``"dp-hmc"``.
+- :data:`ALGORITHMS` — ``name -> AlgorithmSpec``, each algorithm module's ``SPEC`` (name,
+  private, prepare, build, data access, release declaration, audit design).
 - :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains; :func:`init_states`
   (a run's initial kernel states) and :func:`compiled_chunk` (its compiled chunk program, for
   inspecting the HLO).
 - :class:`Kernel`, :class:`Info`, :class:`HMCInfo` — the kernel contract.
-- :func:`noise_std`, :func:`release_mu` — the noise convention shared with the accountant.
+- :func:`sensitivity`, :func:`gaussian_mechanism` — the mechanism; its noise scale is the
+  release event's (:meth:`dpmcmc.accounting.Release.noise_std`), shared with the accountant.
 """
 from dpmcmc.samplers._driver import compiled_chunk, init_states, run_chains
-from dpmcmc.samplers._mechanisms import gaussian_mechanism, noise_std, release_mu, sensitivity
+from dpmcmc.samplers._mechanisms import gaussian_mechanism, sensitivity
 from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
 from dpmcmc.samplers._types import HMCInfo, Info, Kernel
 from dpmcmc.samplers.barker import build_dp_barker
@@ -30,8 +31,6 @@ __all__ = [
     "run_chains",
     "init_states",
     "compiled_chunk",
-    "noise_std",
-    "release_mu",
     "sensitivity",
     "gaussian_mechanism",
     "build_rwmh",

@@ -1,15 +1,14 @@
-"""The one place where privacy noise is drawn, and the one definition of its scale.
+"""The one place where privacy noise is drawn.
 
 Convention (both papers' reference code, and ``dpmcmc.accounting``): a released statistic is a
 sum over the n records of terms each bounded in norm by ``bound`` (a log-likelihood ratio clipped
 to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, or a gradient clipped to norm ``b_g``). Under the substitute
-relation its sensitivity is ``2 * bound``, and Gaussian noise of standard deviation
-
-    σ = 2 τ √n · bound
-
-makes one release cost ``μ = sensitivity² / (2 σ²) = 1 / (2 τ² n)`` in the Gaussian (PLD / GDP
-style) composition of 000 Thm 2.4 and 001 Thms 6, 12. ``τ`` is the thesis' parametrisation (001
-§4.2); the paper's τ (000 §3) equals ours times √n.
+relation its sensitivity is ``2 * bound``. The noise scale is not defined here: it is the
+``noise_std(bound)`` of the release event the accountant composes
+(:class:`dpmcmc.accounting.Release`; e.g. σ = 2 τ √n · bound for a full-data Gaussian release,
+which costs ``μ = sensitivity² / (2 σ²) = 1 / (2 τ² n)`` in the Gaussian composition of 000
+Thm 2.4 and 001 Thms 6, 12), so the σ drawn and the μ charged come from one constructor.
+``τ`` is the thesis' parametrisation (001 §4.2); the paper's τ (000 §3) equals ours times √n.
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import jax.numpy as jnp
 
 Array = Any
 
-__all__ = ["noise_std", "sensitivity", "release_mu", "gaussian_mechanism", "noise_normal",
+__all__ = ["sensitivity", "gaussian_mechanism", "noise_normal",
            "noise_uniform", "noise_permutation", "NoiseSource", "DEFAULT_NOISE"]
 
 
@@ -41,48 +40,6 @@ def sensitivity(bound: Array) -> Array:
     return 2.0 * bound
 
 
-def noise_std(tau: float, n: int, bound: Array) -> Array:
-    """Standard deviation of the Gaussian noise for one release: ``σ = 2 τ √n · bound``.
-
-    The single source of truth for the noise scale of DP penalty and DP-HMC.
-
-    Parameters
-    ----------
-    tau : float
-        Noise parameter τ > 0 (thesis convention: one release costs ``μ = 1/(2 τ² n)``).
-    n : int
-        Number of records in the data set.
-    bound : float or array
-        Per-term bound of the released sum (see :func:`sensitivity`).
-
-    Returns
-    -------
-    float or array
-        The noise standard deviation (not the variance).
-    """
-    return 2.0 * tau * math.sqrt(n) * bound
-
-
-def release_mu(tau: float, n: int) -> float:
-    """The μ charged per release: ``sensitivity(bound)² / (2 noise_std(tau, n, bound)²)``.
-
-    Independent of ``bound``; equals ``1 / (2 τ² n)``.
-
-    Parameters
-    ----------
-    tau : float
-        Noise parameter τ > 0.
-    n : int
-        Number of records.
-
-    Returns
-    -------
-    float
-        μ of one Gaussian release.
-    """
-    return 1.0 / (2.0 * tau * tau * n)
-
-
 def gaussian_mechanism(key: Array, value: Array, sigma: Array,
                        noise: Optional["NoiseSource"] = None) -> Array:
     """Release ``value + N(0, sigma² I)``, in float64.
@@ -94,7 +51,8 @@ def gaussian_mechanism(key: Array, value: Array, sigma: Array,
     value : array
         The (clipped) statistic to release; its shape is kept.
     sigma : float or array
-        Noise standard deviation, broadcast against ``value``; from :func:`noise_std`.
+        Noise standard deviation, broadcast against ``value``; from the release event's
+        :meth:`dpmcmc.accounting.Release.noise_std`.
     noise : NoiseSource, optional
         Where the noise comes from: the kernel's own source (default: :data:`DEFAULT_NOISE`,
         ``jax.random.normal(key)``; ChaCha20 under the run's secret in secure mode).

@@ -15,12 +15,12 @@ split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gath
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_batch_size  # re-exported: the shared validator
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
 from dpmcmc.samplers._passes import per_example_grads, per_example_loglik
@@ -42,24 +42,6 @@ __all__ = [
 # rounds (each round re-draws the positions that collided, a fraction about b/n of them);
 # a full permutation then costs O(n log n) = O(b log b) anyway.
 _PERMUTATION_RATIO = 0.25
-
-
-def check_batch_size(batch_size: Any, n: int) -> int:
-    """Validate a fixed batch size ``1 ≤ batch_size ≤ n`` and return it as an int.
-
-    Raises
-    ------
-    TypeError
-        ``batch_size`` is not an integer.
-    ValueError
-        ``batch_size`` is outside ``[1, n]``.
-    """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
-        raise TypeError(f"batch_size must be a positive integer, got {batch_size!r}")
-    b = int(batch_size)
-    if not 1 <= b <= n:
-        raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
-    return b
 
 
 def sample_batch_indices(key: Array, n: int, batch_size: int,

@@ -3,9 +3,11 @@
 These functions are the only way DP penalty and DP-HMC read the data. Each returns the noisy,
 UNTEMPERED statistic together with the noise standard deviation it used; callers multiply both
 by the temperature T (tempering acts after clipping and after the noise, as in both papers'
-reference code: ``T · (Σ_j clip(r_j) + ξ)`` and ``T · (Σ_j clip(∇ℓ_j) + ξ_g)``). They are also
-the test hooks that show the drawn noise has exactly the standard deviation the accountant
-charges for.
+reference code: ``T · (Σ_j clip(r_j) + ξ)`` and ``T · (Σ_j clip(∇ℓ_j) + ξ_g)``). The noise
+standard deviation is read from the release event the accountant composes
+(:func:`dpmcmc.accounting.events.gaussian_release`, the constructor the algorithms'
+declarations use), so there is one formula for σ and μ. They are also the test hooks that show
+the drawn noise has exactly the standard deviation the accountant charges for.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any, NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism, noise_std
+from dpmcmc.accounting.events import gaussian_release
+from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum
 
 Array = Any
@@ -59,7 +62,7 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     clip_to = bound if noise is None else noise.clip_bound(bound)
     total, count = clipped_llr_sum(model, data, theta, theta_new, clip_to, nan_to_bound=True,
                                    block_size=block_size)
-    sigma = noise_std(tau, n, bound)
+    sigma = gaussian_release("log-likelihood ratio", 1, tau, n).noise_std(bound)
     return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)
 
 
@@ -94,5 +97,5 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     clip_to = bound if noise is None else noise.clip_bound(bound)
     total, count = clipped_grad_sum(model, data, theta, clip_to,
                                     method=method, block_size=block_size, grad_dtype=grad_dtype)
-    sigma = noise_std(tau_g, n, bound)
+    sigma = gaussian_release("gradient", 1, tau_g, n, "tau_g").noise_std(bound)
     return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)

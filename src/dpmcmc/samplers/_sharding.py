@@ -82,9 +82,6 @@ from dpmcmc.samplers._layout import PreparedData, data_axis, prepare_data
 Array = Any
 
 __all__ = [
-    "FULL_DATA",
-    "SUBSAMPLED",
-    "SHARDABLE",
     "DEFAULT_AXIS",
     "ShardedRows",
     "data_mesh",
@@ -93,15 +90,6 @@ __all__ = [
     "shard_rows",
     "gather_rows",
 ]
-
-#: Algorithms whose data accesses are full-data passes, which sharding splits (:func:`shard_data`).
-FULL_DATA = ("rwmh", "hmc", "dp-penalty", "dp-hmc")
-
-#: Algorithms that gather a fixed-size batch of rows per iteration (:func:`shard_rows`).
-SUBSAMPLED = ("dp-barker", "minibatch-penalty", "dp-sgld", "dp-sgnht")
-
-#: Algorithms that accept a mesh.
-SHARDABLE = FULL_DATA + SUBSAMPLED
 
 #: Name of the mesh axis made by :func:`data_mesh`.
 DEFAULT_AXIS = "rows"
@@ -135,15 +123,18 @@ def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> st
     TypeError
         ``mesh`` is not a ``jax.sharding.Mesh``.
     ValueError
-        ``algorithm`` is not one of :data:`SHARDABLE`, or the mesh has several axes and no
+        ``algorithm`` is not registered (every registered algorithm accepts a mesh: its spec's
+        ``data_access`` says how its data are split), or the mesh has several axes and no
         ``axis_name`` picks one.
     """
     from jax.sharding import Mesh
 
     if not isinstance(mesh, Mesh):
         raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
-    if algorithm not in SHARDABLE:
-        raise ValueError(f"mesh is supported for the algorithms {SHARDABLE}, not {algorithm!r}")
+    from dpmcmc.samplers._registry import ALGORITHMS  # the registry imports this module
+
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"mesh is supported for the algorithms {tuple(ALGORITHMS)}, not {algorithm!r}")
     return data_axis(mesh, axis_name)
 
 
@@ -168,7 +159,8 @@ def shard_data(data: Array, mesh: Any, *, model=None, block_size: Optional[int] 
     Returns
     -------
     PreparedData
-        Pass it as ``data`` to the kernel builders of :data:`FULL_DATA`.
+        Pass it as ``data`` to the kernel builders of the algorithms whose spec has
+        ``data_access == "full"``.
     """
     from jax.sharding import Mesh
 
@@ -245,7 +237,8 @@ def shard_rows(data: Array, mesh: Any, *, axis_name: Optional[str] = None) -> Sh
     Returns
     -------
     ShardedRows
-        Pass it as ``data`` to the kernel builders of :data:`SUBSAMPLED`.
+        Pass it as ``data`` to the kernel builders of the algorithms whose spec has
+        ``data_access == "subsampled"``.
 
     Raises
     ------

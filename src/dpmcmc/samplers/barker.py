@@ -73,7 +73,20 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 
-from dpmcmc.accounting.budget import BARKER_NOISE_VARIANCE
+from dpmcmc.accounting._checks import (
+    check_batch_size,
+    check_choice,
+    check_n0,
+    check_per_dim,
+    check_positive,
+)
+from dpmcmc.accounting.events import (
+    BARKER,
+    BARKER_NOISE_VARIANCE,
+    Release as ReleaseEvent,
+    ReleaseSpec,
+    barker_release,
+)
 from dpmcmc.samplers._barker_correction import (
     LOG_ODDS_RANGE,
     LOG_ODDS_TARGET,
@@ -94,7 +107,8 @@ from dpmcmc.samplers._minibatch import (
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._proposals import check_mode, init_state, proposal_transition
+from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -120,6 +134,7 @@ __all__ = [
     "draw_correction",
     "build_dp_barker",
     "tapped_dp_barker",
+    "SPEC",
 ]
 
 DP_BARKER_C: float = BARKER_NOISE_VARIANCE
@@ -305,3 +320,46 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
         ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
     return tapped_dp_barker(model, data, batch_size, n0, proposal_std, mode, noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"batch_size", "n0", "proposal_std", "mode"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("dp-barker", params, _KEYS, ("batch_size", "proposal_std"), model, n)
+    # 002 Thm 2 needs an order 2 <= alpha < b/5, i.e. b > 10.
+    b = check_batch_size(params["batch_size"], n, MIN_BATCH_SIZE)
+    temperature = float(model.temperature)
+    if params.get("n0") is None:
+        n0 = temperature * n
+    else:
+        n0 = check_n0(check_positive("n0", params["n0"], strict=True), n)  # accounting's rule
+        # The tempering T = n0/n is the model's own unless the model is untempered.
+        if temperature != 1.0 and not math.isclose(n0, temperature * n, rel_tol=1e-9):
+            raise ValueError(f"n0={params['n0']!r} disagrees with model.temperature * n = "
+                             f"{temperature * n:g}; omit n0 or use an untempered model")
+    return {
+        "batch_size": b,
+        "n0": n0,
+        "proposal_std": check_per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": check_choice("mode", params.get("mode", "random-walk"), MODES),
+    }
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_barker(model, as_data(data), p["batch_size"], p["n0"], p["proposal_std"],
+                           p["mode"], noise=noise)
+
+
+def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    # 002 Thm 2 and Cor. 3, 001 Thm 7: one Barker test per iteration on a batch of b, total
+    # noise variance C = DP_BARKER_C (the event's noise_variance), ratios clipped to √b/n₀.
+    return (barker_release(p["batch_size"], n, p.get("n0")),)
+
+
+#: DP Barker: private, one fixed-size batch per iteration, one Barker test per iteration.
+SPEC = AlgorithmSpec("dp-barker", True, _prepare, _build, SUBSAMPLED,
+                     releases=ReleaseSpec(BARKER, ("batch_size",), _releases, optional=("n0",)),
+                     audit="dp-barker")

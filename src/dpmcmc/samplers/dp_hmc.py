@@ -35,16 +35,20 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
+from dpmcmc.accounting._checks import check_choice, check_positive
+from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.samplers._layout import GRAD_DTYPES, prepare_data
+from dpmcmc.samplers._passes import GRAD_METHODS
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
-from dpmcmc.samplers.hmc import jittered_step_size
+from dpmcmc.samplers.hmc import jittered_step_size, prepare_leapfrog
 
 Array = Any
 
-__all__ = ["DPHMCState", "build_dp_hmc", "tapped_dp_hmc"]
+__all__ = ["DPHMCState", "build_dp_hmc", "tapped_dp_hmc", "SPEC"]
 
 
 class DPHMCState(NamedTuple):
@@ -170,3 +174,47 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     return tapped_dp_hmc(model, data, tau_l, tau_g, clip, grad_clip, step_size, leapfrog_steps,
                          mass, jitter=jitter, grad_method=grad_method, block_size=block_size,
                          grad_dtype=grad_dtype, mesh=mesh, noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"tau_l", "tau_g", "clip", "grad_clip", "step_size", "leapfrog_steps", "mass",
+         "jitter", "grad_method", "grad_dtype", "block_size"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("dp-hmc", params, _KEYS, ("tau_l", "tau_g", "clip", "grad_clip", "step_size"),
+                 model, n)
+    return {
+        "tau_l": check_positive("tau_l", params["tau_l"], strict=True),
+        "tau_g": check_positive("tau_g", params["tau_g"], strict=True),
+        "clip": check_positive("clip", params["clip"], strict=True),
+        "grad_clip": check_positive("grad_clip", params["grad_clip"], strict=True),
+        **prepare_leapfrog(params, model),
+        "grad_method": check_choice("grad_method", params.get("grad_method", "auto"), GRAD_METHODS),
+        "grad_dtype": check_choice("grad_dtype", params.get("grad_dtype", "float32"), GRAD_DTYPES),
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_hmc(model, as_data(data), p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
+                        p["step_size"], p["leapfrog_steps"], p["mass"], jitter=p["jitter"],
+                        grad_method=p["grad_method"], block_size=p["block_size"],
+                        grad_dtype=p["grad_dtype"], noise=noise)
+
+
+def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    # 000 Algorithm 1, Thm 3.5: per iteration one log-likelihood ratio (μ_l = 1/(2τ_l²n)) and
+    # L + 1 clipped gradient sums (σ_g = 2τ_g√n·b_g, μ_g = 1/(2τ_g²n)), no reuse across
+    # iterations; release_llr and release_grad draw from the same constructor.
+    return (
+        gaussian_release("log-likelihood ratio", 1, p["tau_l"], n, "tau_l"),
+        gaussian_release("gradient", p["leapfrog_steps"] + 1, p["tau_g"], n, "tau_g"),
+    )
+
+
+#: DP-HMC: private, full-data passes, L + 2 Gaussian releases per iteration.
+SPEC = AlgorithmSpec("dp-hmc", True, _prepare, _build, FULL,
+                     releases=ReleaseSpec(GAUSSIAN, ("tau_l", "tau_g", "leapfrog_steps"), _releases),
+                     audit="dp-hmc")

@@ -29,17 +29,19 @@ from typing import Any, Callable, Optional
 
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_choice, check_per_dim, check_positive
+from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
 from dpmcmc.samplers._releases import release_llr
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
 
-# MODES (defined in _proposals) is named here too: the registry validates ``mode`` against it.
-__all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty"]
+__all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty", "SPEC"]
 
 
 def tapped_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
@@ -108,3 +110,35 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     """
     return tapped_dp_penalty(model, data, tau, clip, proposal_std, mode, block_size=block_size,
                              mesh=mesh, noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"tau", "clip", "proposal_std", "mode", "block_size"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("dp-penalty", params, _KEYS, ("tau", "clip", "proposal_std"), model, n)
+    return {
+        "tau": check_positive("tau", params["tau"], strict=True),
+        "clip": check_positive("clip", params["clip"], strict=True),
+        "proposal_std": check_per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": check_choice("mode", params.get("mode", "random-walk"), MODES),
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_penalty(model, as_data(data), p["tau"], p["clip"], p["proposal_std"], p["mode"],
+                            block_size=p["block_size"], noise=noise)
+
+
+def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    # 001 Thm 6: one clipped log-likelihood-ratio sum per iteration, σ = 2τ√n·b‖θ−θ'‖ for
+    # sensitivity 2b‖θ−θ'‖, μ = 1/(2τ²n); release_llr draws from the same constructor.
+    return (gaussian_release("log-likelihood ratio", 1, p["tau"], n, "tau"),)
+
+
+#: DP penalty: private, full-data passes, one Gaussian release per iteration.
+SPEC = AlgorithmSpec("dp-penalty", True, _prepare, _build, FULL,
+                     releases=ReleaseSpec(GAUSSIAN, ("tau",), _releases), audit="dp-penalty")

@@ -49,17 +49,25 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_batch_size, check_choice, check_positive
+from dpmcmc.accounting.events import (
+    SUBSAMPLED_GAUSSIAN,
+    Release as ReleaseEvent,
+    ReleaseSpec,
+    subsampled_gaussian_release,
+)
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
 from dpmcmc.samplers._layout import auto_block_size
-from dpmcmc.samplers._passes import clipped_grad_sum
+from dpmcmc.samplers._passes import GRAD_METHODS, clipped_grad_sum
 from dpmcmc.samplers._releases import Release
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 
 Array = Any
 
 __all__ = ["SGLDState", "build_dp_sgld", "tapped_dp_sgld", "release_batch_grad", "gradient_estimator",
-           "tapped_stochastic_gradient"]
+           "tapped_stochastic_gradient", "SPEC", "prepare_sgd", "sgd_releases", "SGD_RELEASES"]
 
 
 class SGLDState(NamedTuple):
@@ -115,7 +123,9 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     clip_to = bound if noise is None else noise.clip_bound(bound)
     total, count = clipped_grad_sum(model, batch, theta, clip_to, method=method,
                                     block_size=block_size)
-    sigma = jnp.asarray(noise_multiplier, dtype) * bound
+    # σ = noise_multiplier·C, read from the event the accountant composes.
+    (event,) = sgd_releases(n, {"noise_multiplier": noise_multiplier, "batch_size": batch_size})
+    sigma = event.noise_std(bound)
     return Release(gaussian_mechanism(k_noise, total, sigma, noise), sigma, count), idx
 
 
@@ -244,3 +254,48 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
     """
     return tapped_dp_sgld(model, data, step_size, batch_size, noise_multiplier, grad_clip,
                           grad_method=grad_method, block_size=block_size, noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"step_size", "batch_size", "noise_multiplier", "grad_clip", "grad_method", "block_size"}
+_REQUIRED = ("step_size", "batch_size", "noise_multiplier", "grad_clip")
+
+
+def prepare_sgd(algorithm: str, params: dict, model, n: int, extra: frozenset = frozenset()) -> dict:
+    """The parameters DP-SGLD and DP-SGNHT share, validated; ``extra`` names further keys."""
+    check_common(algorithm, params, _KEYS | extra, _REQUIRED, model, n)
+    return {
+        "step_size": check_positive("step_size", params["step_size"], strict=True),
+        "batch_size": check_batch_size(params["batch_size"], n),
+        "noise_multiplier": check_positive("noise_multiplier", params["noise_multiplier"],
+                                           strict=True),
+        "grad_clip": check_positive("grad_clip", params["grad_clip"], strict=True),
+        "grad_method": check_choice("grad_method", params.get("grad_method", "auto"), GRAD_METHODS),
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    return prepare_sgd("dp-sgld", params, model, n)
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_sgld(model, as_data(data), p["step_size"], p["batch_size"],
+                         p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
+                         block_size=p["block_size"], noise=noise)
+
+
+def sgd_releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    """One subsampled clipped-gradient sum per iteration, σ = ``noise_multiplier`` per unit
+    bound (DP-SGLD and DP-SGNHT; :func:`release_batch_grad` draws from this event)."""
+    return (subsampled_gaussian_release("gradient", p["noise_multiplier"], p["batch_size"], n,
+                                        "noise_multiplier", p["noise_multiplier"]),)
+
+
+#: The release declaration of DP-SGLD and DP-SGNHT.
+SGD_RELEASES = ReleaseSpec(SUBSAMPLED_GAUSSIAN, ("noise_multiplier", "batch_size"), sgd_releases)
+
+#: DP-SGLD: private, one fixed-size batch per iteration.
+SPEC = AlgorithmSpec("dp-sgld", True, _prepare, _build, SUBSAMPLED, releases=SGD_RELEASES,
+                     audit="dp-sgld")

@@ -49,13 +49,15 @@ from typing import Any, NamedTuple, Optional
 
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_positive
 from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data
 from dpmcmc.samplers._types import Kernel, TappedKernel
-from dpmcmc.samplers.dp_sgld import tapped_stochastic_gradient
+from dpmcmc.samplers.dp_sgld import SGD_RELEASES, prepare_sgd, tapped_stochastic_gradient
 
 Array = Any
 
-__all__ = ["SGNHTState", "build_dp_sgnht", "tapped_dp_sgnht"]
+__all__ = ["SGNHTState", "build_dp_sgnht", "tapped_dp_sgnht", "SPEC", "DEFAULT_FRICTION"]
 
 
 class SGNHTState(NamedTuple):
@@ -126,3 +128,26 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
     return tapped_dp_sgnht(model, data, step_size, batch_size, noise_multiplier, grad_clip,
                            friction, grad_method=grad_method, block_size=block_size,
                            noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+#: Default friction A (Ding et al. 2014).
+DEFAULT_FRICTION = 1.0
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    p = prepare_sgd("dp-sgnht", params, model, n, extra=frozenset({"friction"}))
+    p["friction"] = check_positive("friction", params.get("friction", DEFAULT_FRICTION), strict=True)
+    return p
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_sgnht(model, as_data(data), p["step_size"], p["batch_size"],
+                          p["noise_multiplier"], p["grad_clip"], p["friction"],
+                          grad_method=p["grad_method"], block_size=p["block_size"], noise=noise)
+
+
+#: DP-SGNHT: private, one fixed-size batch per iteration; releases as DP-SGLD.
+SPEC = AlgorithmSpec("dp-sgnht", True, _prepare, _build, SUBSAMPLED, releases=SGD_RELEASES,
+                     audit="dp-sgnht")

@@ -29,11 +29,14 @@ from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.samplers._penalty import mh_accept
+from dpmcmc.accounting._checks import check_bool, check_int, check_per_dim, check_positive
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import HMCInfo, Kernel
 
 Array = Any
 
-__all__ = ["HMCState", "build_hmc", "jittered_step_size"]
+__all__ = ["HMCState", "build_hmc", "jittered_step_size", "SPEC", "DEFAULT_LEAPFROG_STEPS",
+           "prepare_leapfrog"]
 
 
 class HMCState(NamedTuple):
@@ -143,3 +146,46 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
         return new_state, info
 
     return Kernel(init, step)
+
+
+# ---------------------------------------------------------------- the spec
+
+#: Default L of HMC and DP-HMC.
+DEFAULT_LEAPFROG_STEPS = 10
+
+_KEYS = {"step_size", "leapfrog_steps", "mass", "clip", "jitter", "block_size"}
+
+
+def prepare_leapfrog(params: dict, model) -> dict:
+    """``step_size``, ``leapfrog_steps``, ``mass`` and ``jitter`` of HMC and DP-HMC, validated."""
+    return {
+        "step_size": check_positive("step_size", params["step_size"], strict=True),
+        "leapfrog_steps": check_int("leapfrog_steps",
+                                    params.get("leapfrog_steps", DEFAULT_LEAPFROG_STEPS),
+                                    minimum=1, strict=True),
+        "mass": check_per_dim("mass", params.get("mass", 1.0), model.dim),
+        "jitter": check_bool("jitter", params.get("jitter", True)),
+    }
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("hmc", params, _KEYS, ("step_size",), model, n)
+    clip = params.get("clip")
+    lf = prepare_leapfrog(params, model)
+    return {
+        "step_size": lf["step_size"],
+        "leapfrog_steps": lf["leapfrog_steps"],
+        "mass": lf["mass"],
+        "clip": None if clip is None else check_positive("clip", clip, strict=True),
+        "jitter": lf["jitter"],
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _build(model, data, p: dict) -> Kernel:
+    return build_hmc(model, as_data(data), p["step_size"], p["leapfrog_steps"], p["mass"], p["clip"],
+                     jitter=p["jitter"], block_size=p["block_size"])
+
+
+#: Hamiltonian Monte Carlo: NON-private baseline, full-data passes.
+SPEC = AlgorithmSpec("hmc", False, _prepare, _build, FULL)

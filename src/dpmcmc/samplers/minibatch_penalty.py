@@ -66,10 +66,18 @@ before ``R`` and ``Q`` are formed (counted as clipped); never a rejection (docs/
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 
+from dpmcmc.accounting._checks import check_batch_size, check_choice, check_per_dim, check_positive
+from dpmcmc.accounting.events import (
+    SUBSAMPLED_GAUSSIAN,
+    Release as ReleaseEvent,
+    ReleaseSpec,
+    subsampled_gaussian_release,
+)
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
@@ -78,7 +86,8 @@ from dpmcmc.samplers._minibatch import (
     sample_batch_indices,
 )
 from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._proposals import check_mode, init_state, proposal_transition
+from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -90,6 +99,7 @@ __all__ = [
     "release_penalised_llr",
     "build_minibatch_penalty",
     "tapped_minibatch_penalty",
+    "SPEC",
 ]
 
 
@@ -182,7 +192,9 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
     r, clipped = clipped_batch_llr(model, batch, theta, theta_new, clip_to)
     stat = statistic(r, k)
     c = minibatch_sensitivity(c0, k, b)
-    sigma = jnp.sqrt(jnp.asarray(tau, dtype)) * c
+    # σ = √τ·c from the event the accountant composes: its per-example bound is c/2.
+    (event,) = _releases(n, {"tau": tau, "batch_size": b})
+    sigma = event.noise_std(0.5 * c)
     return MinibatchRelease(gaussian_mechanism(key, stat, sigma, noise), sigma, c,
                             jnp.sum(clipped, dtype=jnp.int32))
 
@@ -254,3 +266,40 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
     """
     return tapped_minibatch_penalty(model, data, tau, batch_size, clip, proposal_std, mode,
                                     noise=noise).kernel()
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"tau", "batch_size", "clip", "proposal_std", "mode"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("minibatch-penalty", params, _KEYS, ("tau", "batch_size", "clip", "proposal_std"),
+                 model, n)
+    return {
+        "tau": check_positive("tau", params["tau"], strict=True),
+        "batch_size": check_batch_size(params["batch_size"], n),
+        "clip": check_positive("clip", params["clip"], strict=True),
+        "proposal_std": check_per_dim("proposal_std", params["proposal_std"], model.dim),
+        "mode": check_choice("mode", params.get("mode", "random-walk"), MODES),
+    }
+
+
+def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_minibatch_penalty(model, as_data(data), p["tau"], p["batch_size"], p["clip"],
+                                   p["proposal_std"], p["mode"], noise=noise)
+
+
+def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
+    # 001 Thm 8: one release of λ_B − σ_b²/2 per iteration, sensitivity c and noise variance
+    # τc². In the accountant's units (σ over the per-example bound c/2) σ = √τ·c/(c/2) = 2√τ,
+    # μ = 2/σ² = 1/(2τ): Thm 8's per-release RDP α/(2τ); release_penalised_llr draws
+    # event.noise_std(c/2) = √τ·c.
+    return (subsampled_gaussian_release("penalised log-likelihood ratio", 2.0 * math.sqrt(p["tau"]),
+                                        p["batch_size"], n, "tau", p["tau"]),)
+
+
+#: Minibatch DP penalty: private, one fixed-size batch per iteration.
+SPEC = AlgorithmSpec("minibatch-penalty", True, _prepare, _build, SUBSAMPLED,
+                     releases=ReleaseSpec(SUBSAMPLED_GAUSSIAN, ("tau", "batch_size"), _releases),
+                     audit="minibatch-penalty")

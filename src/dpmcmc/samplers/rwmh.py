@@ -20,11 +20,13 @@ import jax.numpy as jnp
 from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._penalty import mh_accept
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum
+from dpmcmc.accounting._checks import check_per_dim, check_positive
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
 from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
 
-__all__ = ["RWMHState", "build_rwmh"]
+__all__ = ["RWMHState", "build_rwmh", "SPEC"]
 
 
 class RWMHState(NamedTuple):
@@ -93,3 +95,26 @@ def build_rwmh(model, data: Array, proposal_std: Array, clip: Optional[float] = 
         return new_state, Info(accepted, count.astype(theta.dtype) / n, diverged)
 
     return Kernel(init, step)
+
+
+# ---------------------------------------------------------------- the spec
+
+_KEYS = {"proposal_std", "clip", "block_size"}
+
+
+def _prepare(params: dict, model, n: int) -> dict:
+    check_common("rwmh", params, _KEYS, ("proposal_std",), model, n)
+    clip = params.get("clip")
+    return {
+        "proposal_std": check_per_dim("proposal_std", params["proposal_std"], model.dim),
+        "clip": None if clip is None else check_positive("clip", clip, strict=True),
+        "block_size": optional_block(params.get("block_size")),
+    }
+
+
+def _build(model, data, p: dict) -> Kernel:
+    return build_rwmh(model, as_data(data), p["proposal_std"], p["clip"], block_size=p["block_size"])
+
+
+#: Random-walk Metropolis–Hastings: NON-private baseline, full-data passes.
+SPEC = AlgorithmSpec("rwmh", False, _prepare, _build, FULL)
