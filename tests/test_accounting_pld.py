@@ -343,7 +343,9 @@ def test_delta_nonincreasing_in_epsilon(sigma, q, k, e1, e2, relation):
     lo, hi = sorted((e1, e2))
     d_lo = subsampled_gaussian_delta(sigma, q, k, lo, relation)
     d_hi = subsampled_gaussian_delta(sigma, q, k, hi, relation)
-    assert d_hi <= d_lo
+    # Monotone up to rounding: near δ = 1 (e.g. σ=2.125, q=1, k=1578, add-remove: δ = 1 − 4.6e-14)
+    # consecutive values differ by one ulp either way.
+    assert d_hi <= d_lo * (1 + 1e-12)
     assert 0.0 <= d_hi <= 1.0
 
 
