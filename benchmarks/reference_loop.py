@@ -1,4 +1,4 @@
-"""A Python-loop DP-HMC in the structure of the papers' public experiment code, for timing only.
+"""Python-loop DP-HMC and DP penalty in the structure of the papers' public experiment code, for timing only.
 
 The issue quotes the papers' reference implementation (DP-HMC, n = 10⁵, 4 chains) at 329 ms per
 iteration on the banana and 4354 ms on the 10-d Gaussian, measured on another machine. That code
@@ -14,6 +14,11 @@ speed-up *in one run* this module re-creates its execution structure, written fo
 - keys are split eagerly, noise is drawn eagerly, and the accepted state is written into the
   chain array chain by chain with ``.at[].set`` (the reference's ``index_update``);
 - XLA runs with the same flags as the rest of the benchmark (one thread).
+
+DP penalty (:class:`ReferenceLoopDPPenalty`) follows the same structure: per iteration one eager
+random-walk proposal, one eager call of the vmapped per-record log-likelihood on the proposal, the
+ratio against the cached current values clipped and summed eagerly, eager noise and penalty test,
+and the chain array written chain by chain.
 
 It uses the model's own per-record ``log_likelihood`` (the same function our sampler
 differentiates), so both sides compute the same quantities. For the 10-d Gaussian the reference
@@ -48,7 +53,60 @@ def _clipped_grad_sum(log_likelihood):
     return fn
 
 
-class ReferenceLoopDPHMC:
+class _ReferenceLoop:
+    """The eager pieces both reference loops share: per-record log-likelihoods and the prior."""
+
+    def __init__(self, model, data, params):
+        self.X = jnp.asarray(data, dtype=jnp.float64)
+        self.n = self.X.shape[0]
+        self.p = dict(params)
+        per_ll = jax.jit(jax.vmap(model.log_likelihood, in_axes=(None, 0)))
+        self.vm_ll = jax.vmap(per_ll, in_axes=(1, None), out_axes=1)
+        self.vm_prior = jax.vmap(jax.jit(model.log_prior), 1, 0)
+
+
+class ReferenceLoopDPPenalty(_ReferenceLoop):
+    """DP penalty driven from Python, one eager JAX call per data pass (see the module docstring).
+
+    Parameters
+    ----------
+    model : dpmcmc.Model
+    data : array (n, d)
+    params : dict
+        ``tau, clip, proposal_std`` (scalar or per dimension).
+    """
+
+    def run(self, theta0, iters, seed=0):
+        """``iters`` iterations from ``theta0`` (dim, chains); returns the chain (iters+1, dim, chains)."""
+        p, n, X = self.p, self.n, self.X
+        dim, chains = theta0.shape
+        std = jnp.reshape(jnp.asarray(p["proposal_std"], dtype=jnp.float64), (-1, 1))
+        sigma = 2 * p["tau"] * np.sqrt(n) * p["clip"]
+        rng = jax.random.PRNGKey(seed)
+        chain = jnp.zeros((iters + 1, dim, chains)).at[0].set(theta0)
+        llc = self.vm_ll(theta0, X)
+        for i in range(iters):
+            current = chain[i]
+            rng, k_prop, k_ll, k_acc = jax.random.split(rng, 4)
+            prop = current + std * jax.random.normal(k_prop, (dim, chains))
+            llp = self.vm_ll(prop, X)
+            dist = jnp.sqrt(jnp.sum((current - prop) ** 2, axis=0))
+            bound = dist * p["clip"]
+            r = jnp.sum(jnp.clip(llp - llc, -bound, bound), axis=0)
+            s = jax.random.normal(k_ll, (chains,)) * sigma * dist
+            log_ratio = r + s + self.vm_prior(prop) - self.vm_prior(current)
+            u = jnp.log(jax.random.uniform(k_acc, (chains,)))
+            accept = u < log_ratio - 0.5 * (sigma * dist) ** 2
+            for j in range(chains):
+                if accept[j]:
+                    chain = chain.at[i + 1, :, j].set(prop[:, j])
+                    llc = llc.at[:, j].set(llp[:, j])
+                else:
+                    chain = chain.at[i + 1, :, j].set(current[:, j])
+        return jax.block_until_ready(chain)
+
+
+class ReferenceLoopDPHMC(_ReferenceLoop):
     """DP-HMC driven from Python, one eager JAX call per data pass (see the module docstring).
 
     Parameters
@@ -61,14 +119,9 @@ class ReferenceLoopDPHMC:
     """
 
     def __init__(self, model, data, params):
-        self.X = jnp.asarray(data, dtype=jnp.float64)
-        self.n = self.X.shape[0]
-        self.p = dict(params)
-        per_ll = jax.jit(jax.vmap(model.log_likelihood, in_axes=(None, 0)))
-        self.vm_ll = jax.vmap(per_ll, in_axes=(1, None), out_axes=1)
+        super().__init__(model, data, params)
         self.vm_grad = jax.vmap(_clipped_grad_sum(model.log_likelihood), in_axes=(None, 1, None),
                                 out_axes=(1, 0))
-        self.vm_prior = jax.vmap(jax.jit(model.log_prior), 1, 0)
         self.vm_prior_grad = jax.vmap(jax.jit(jax.grad(model.log_prior)), 1, 1)
 
     def run(self, theta0, iters, seed=0):
@@ -123,12 +176,15 @@ class ReferenceLoopDPHMC:
         return jax.block_until_ready(chain)
 
 
-def time_reference(model, data, params, theta0, iters, reps=2):
+LOOPS = {"dp-hmc": ReferenceLoopDPHMC, "dp-penalty": ReferenceLoopDPPenalty}
+
+
+def time_reference(model, data, params, theta0, iters, reps=2, algorithm="dp-hmc"):
     """(CPU ms, wall ms) per iteration of the reference-style loop, minimum over ``reps``.
 
     One warm-up iteration first compiles the jitted pieces (the reference also paid that once).
     """
-    ref = ReferenceLoopDPHMC(model, data, params)
+    ref = LOOPS[algorithm](model, data, params)
     theta0 = jnp.asarray(theta0, dtype=jnp.float64)
     ref.run(theta0, 1, seed=1)
     cpu, wall = np.inf, np.inf
