@@ -64,6 +64,17 @@ class _ReferenceLoop:
         self.vm_ll = jax.vmap(per_ll, in_axes=(1, None), out_axes=1)
         self.vm_prior = jax.vmap(jax.jit(model.log_prior), 1, 0)
 
+    @staticmethod
+    def write(chain, llc, i, accept, current, prop, llp):
+        """Row ``i + 1`` of the chain array, chain by chain (the reference's ``index_update``)."""
+        for j in range(chain.shape[2]):
+            if accept[j]:
+                chain = chain.at[i + 1, :, j].set(prop[:, j])
+                llc = llc.at[:, j].set(llp[:, j])
+            else:
+                chain = chain.at[i + 1, :, j].set(current[:, j])
+        return chain, llc
+
 
 class ReferenceLoopDPPenalty(_ReferenceLoop):
     """DP penalty driven from Python, one eager JAX call per data pass (see the module docstring).
@@ -97,12 +108,7 @@ class ReferenceLoopDPPenalty(_ReferenceLoop):
             log_ratio = r + s + self.vm_prior(prop) - self.vm_prior(current)
             u = jnp.log(jax.random.uniform(k_acc, (chains,)))
             accept = u < log_ratio - 0.5 * (sigma * dist) ** 2
-            for j in range(chains):
-                if accept[j]:
-                    chain = chain.at[i + 1, :, j].set(prop[:, j])
-                    llc = llc.at[:, j].set(llp[:, j])
-                else:
-                    chain = chain.at[i + 1, :, j].set(current[:, j])
+            chain, llc = self.write(chain, llc, i, accept, current, prop, llp)
         return jax.block_until_ready(chain)
 
 
@@ -167,12 +173,7 @@ class ReferenceLoopDPHMC(_ReferenceLoop):
                   + jnp.sum(r, axis=0) + s + self.vm_prior(prop) - self.vm_prior(current))
             u = jnp.log(jax.random.uniform(k_acc, (chains,)))
             accept = u < dH - 0.5 * (sigma_l * dist) ** 2
-            for j in range(chains):
-                if accept[j]:
-                    chain = chain.at[i + 1, :, j].set(prop[:, j])
-                    llc = llc.at[:, j].set(llp[:, j])
-                else:
-                    chain = chain.at[i + 1, :, j].set(current[:, j])
+            chain, llc = self.write(chain, llc, i, accept, current, prop, llp)
         return jax.block_until_ready(chain)
 
 
