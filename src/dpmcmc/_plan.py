@@ -399,6 +399,28 @@ def start_label(private: bool, theta0, init_share: float, init_steps: int) -> st
     return "given by the user"
 
 
+def check_private_init(spec, prepared: dict, epsilon, secure_key, share, steps) -> float:
+    """Arguments of ``theta0="private"``, checked before any data value is read; the clip bound.
+
+    Shared by :func:`dpmcmc.sample` and :func:`plan` (the same errors from both).
+    """
+    from .accounting._checks import check_int
+    if not spec.private:
+        raise ValueError(f"theta0='private' applies to the private algorithms, not {spec.name!r}")
+    if epsilon is None:
+        raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
+    if secure_key is not None:
+        raise ValueError("theta0='private' with secure=True is not supported yet: pass theta0")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+        raise ValueError(f"init_share must lie in (0, 1), got {share!r}")
+    check_int("init_steps", steps, minimum=1)
+    bound = prepared.get("grad_clip", prepared.get("clip"))
+    if bound is None:
+        raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or clip); "
+                         f"{spec.name!r} has none: pass theta0")
+    return float(bound)
+
+
 def default_private_start(spec, prepared: dict, epsilon, iterations, accountant, secure: bool) -> bool:
     """Whether ``theta0=None`` means a private start (public inputs only).
 
@@ -434,9 +456,7 @@ def account_start(algorithm: str, spec, prepared: dict, n: int, chains: int, eps
     private = explicit or (theta0 is None and default_private_start(spec, prepared, epsilon, iterations,
                                                                     accountant, secure))
     if private:
-        from .api import _check_private_init  # the same checks as dpmcmc.sample
-
-        _check_private_init(spec, prepared, epsilon, "secure" if secure else None, init_share, init_steps)
+        check_private_init(spec, prepared, epsilon, "secure" if secure else None, init_share, init_steps)
         try:
             iterations_, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
                                           accountant, relation, init_share, init_steps)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checkpoint
+from . import _checkpoint, _plan
 from ._checkpoint import CheckpointError, SavedRun
 from ._keys import OS_ENTROPY, resolve_key
 from .accounting._checks import check_int, check_positive, check_probability
@@ -107,24 +107,6 @@ def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError("theta0 contains NaN or inf")
     return arr
-
-
-def _check_private_init(spec, prepared: dict, epsilon, secure_key, share, steps) -> float:
-    """Arguments of ``theta0="private"``, checked before any data value is read; the clip bound."""
-    if not spec.private:
-        raise ValueError(f"theta0='private' applies to the private algorithms, not {spec.name!r}")
-    if epsilon is None:
-        raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
-    if secure_key is not None:
-        raise ValueError("theta0='private' with secure=True is not supported yet: pass theta0")
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
-        raise ValueError(f"init_share must lie in (0, 1), got {share!r}")
-    check_int("init_steps", steps, minimum=1)
-    bound = prepared.get("grad_clip", prepared.get("clip"))
-    if bound is None:
-        raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or clip); "
-                         f"{spec.name!r} has none: pass theta0")
-    return float(bound)
 
 
 def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: int, n: int,
@@ -488,7 +470,6 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
     CheckpointError
         (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
-    from . import _plan
     from .ledger import open_ledger
     from .samplers import ALGORITHMS
 
@@ -532,7 +513,7 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
     if isinstance(theta0, str) and not explicit_private:
         raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
     if explicit_private:
-        _check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
+        _plan.check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     from .samplers._warmup import ADAPTATIONS
 
     if not (isinstance(warmup, str) and warmup == "auto"):
@@ -629,7 +610,7 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
             # The start is a release on the data, drawn by run() after the ledger is charged. The
             # μ the report charges for it is the μ its releases draw: one source.
             (init_mu,) = [m["total_mu"] for m in report.mechanisms if m.get("per_iteration") == 0]
-            bound = _check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
+            bound = _plan.check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
             init = PrivateInit(float(init_mu), bound, int(init_steps))
             start = None
         else:
