@@ -14,7 +14,8 @@ import pytest
 
 import dpmcmc
 from dpmcmc.models import preset
-from dpmcmc.samplers._sharding import check_mesh, data_mesh, shard_data
+from dpmcmc.samplers._registry import check_mesh
+from dpmcmc.samplers._sharding import data_mesh, shard_data
 
 from host_devices import check
 

@@ -13,7 +13,8 @@ import pytest
 
 from dpmcmc.models import preset
 from dpmcmc.samplers import ALGORITHMS as _ALGORITHMS
-from dpmcmc.samplers._sharding import check_mesh, data_mesh, shard_rows
+from dpmcmc.samplers._registry import check_mesh
+from dpmcmc.samplers._sharding import data_mesh, shard_rows
 
 # The algorithms that gather a fixed-size batch of rows per iteration (their specs say so).
 SUBSAMPLED = tuple(name for name, spec in _ALGORITHMS.items() if spec.data_access == "subsampled")

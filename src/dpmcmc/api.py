@@ -523,7 +523,7 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
                          f"{sorted(ADAPTATIONS)}")
     _check_finite(data_arr)
     if mesh is not None:
-        from .samplers._sharding import check_mesh
+        from .samplers._registry import check_mesh
 
         check_mesh(mesh, algorithm)
 

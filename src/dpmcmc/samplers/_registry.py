@@ -43,12 +43,38 @@ accelerators).
 """
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from dpmcmc.samplers import barker, dp_hmc, dp_penalty, dp_sgld, dp_sgnht, hmc, minibatch_penalty, rwmh
+from dpmcmc.samplers._layout import data_axis
 from dpmcmc.samplers._spec import AlgorithmSpec
 
-__all__ = ["AlgorithmSpec", "ALGORITHMS"]
+__all__ = ["AlgorithmSpec", "ALGORITHMS", "check_mesh"]
 
 _MODULES = (rwmh, hmc, dp_penalty, dp_hmc, barker, minibatch_penalty, dp_sgld, dp_sgnht)
 
 #: ``name -> AlgorithmSpec`` of every registered algorithm.
 ALGORITHMS: dict[str, AlgorithmSpec] = {m.SPEC.name: m.SPEC for m in _MODULES}
+
+
+def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> str:
+    """Validate ``mesh`` for ``algorithm``; return the data axis name.
+
+    Every registered algorithm accepts a mesh: its spec's ``data_access`` says how its data are
+    split (``_sharding.shard_data`` for full-data passes, ``shard_rows`` for subsampled ones).
+
+    Raises
+    ------
+    TypeError
+        ``mesh`` is not a ``jax.sharding.Mesh``.
+    ValueError
+        ``algorithm`` is not registered, or the mesh has several axes and no ``axis_name``
+        picks one.
+    """
+    from jax.sharding import Mesh
+
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"mesh is supported for the algorithms {tuple(ALGORITHMS)}, not {algorithm!r}")
+    return data_axis(mesh, axis_name)

@@ -85,7 +85,6 @@ __all__ = [
     "DEFAULT_AXIS",
     "ShardedRows",
     "data_mesh",
-    "check_mesh",
     "shard_data",
     "shard_rows",
     "gather_rows",
@@ -113,29 +112,6 @@ def data_mesh(devices: Optional[Sequence[Any]] = None, axis_name: str = DEFAULT_
     if not devs:
         raise ValueError("devices must contain at least one device")
     return Mesh(np.array(devs), (axis_name,))
-
-
-def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> str:
-    """Validate ``mesh`` for ``algorithm``; return the data axis name.
-
-    Raises
-    ------
-    TypeError
-        ``mesh`` is not a ``jax.sharding.Mesh``.
-    ValueError
-        ``algorithm`` is not registered (every registered algorithm accepts a mesh: its spec's
-        ``data_access`` says how its data are split), or the mesh has several axes and no
-        ``axis_name`` picks one.
-    """
-    from jax.sharding import Mesh
-
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
-    from dpmcmc.samplers._registry import ALGORITHMS  # the registry imports this module
-
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"mesh is supported for the algorithms {tuple(ALGORITHMS)}, not {algorithm!r}")
-    return data_axis(mesh, axis_name)
 
 
 def shard_data(data: Array, mesh: Any, *, model=None, block_size: Optional[int] = None,
