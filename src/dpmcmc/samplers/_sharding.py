@@ -149,14 +149,15 @@ def shard_data(data: Array, mesh: Any, *, model=None, block_size: Optional[int] 
 # ---------------------------------------------------------------- subsampled samplers
 
 @jax.tree_util.register_pytree_node_class
-class ShardedRows(PreparedData):
+class ShardedRows:
     """Rows split in contiguous ranges over the devices of one mesh axis, for batch gathers.
 
-    A :class:`PreparedData` (so the sampler registry passes it through unchanged) with one
-    row-major block per device: ``blocks`` is a ``jax.Ref`` holding an array
-    ``(D, ⌈n/D⌉, *record)`` sharded over ``axis_name``, which ``jax.jit`` passes to the compiled
-    program as an argument instead of embedding it as a constant (see the module docstring).
-    Read it only through :func:`gather_rows` (or
+    The data layout of the subsampled samplers under a mesh (their spec's ``data_access`` is
+    ``"subsampled"``; the full-data samplers' layout is a :class:`PreparedData` from
+    :func:`shard_data`). One row-major block per device: ``blocks`` is a ``jax.Ref`` holding an
+    array ``(D, ⌈n/D⌉, *record)`` sharded over ``axis_name``, which ``jax.jit`` passes to the
+    compiled program as an argument instead of embedding it as a constant (see the module
+    docstring). Read it only through :func:`gather_rows` (or
     :func:`dpmcmc.samplers._minibatch.batch_rows`); it is not a layout for the full-data passes.
 
     Attributes
@@ -169,8 +170,13 @@ class ShardedRows(PreparedData):
         The mesh and the axis the rows are split over.
     """
 
+    __slots__ = ("blocks", "n", "mesh", "axis_name")
+
     def __init__(self, blocks, n, mesh, axis_name):
-        super().__init__(blocks, None, None, n, False, mesh, axis_name)
+        self.blocks = blocks
+        self.n = int(n)
+        self.mesh = mesh
+        self.axis_name = axis_name
 
     def tree_flatten(self):
         return (self.blocks,), (self.n, self.mesh, self.axis_name)

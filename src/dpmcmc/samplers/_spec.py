@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from dpmcmc.accounting._checks import check_int, check_param_names
 from dpmcmc.accounting.events import Release, ReleaseSpec
 from dpmcmc.samplers._layout import PreparedData
+from dpmcmc.samplers._sharding import ShardedRows
 from dpmcmc.samplers._types import Kernel
 
 __all__ = ["AlgorithmSpec", "FULL", "SUBSAMPLED", "DATA_ACCESS", "check_common", "as_data", "optional_block"]
@@ -90,7 +91,7 @@ def check_common(algorithm: str, params: dict, allowed, required: tuple, model, 
 
 def as_data(data):
     """``data`` for a kernel builder: laid out data as given, else a non-empty device array."""
-    if isinstance(data, PreparedData):  # already laid out (and possibly sharded) by the caller
+    if isinstance(data, (PreparedData, ShardedRows)):  # laid out (possibly sharded) by the caller
         return data
     data = jnp.asarray(data)
     if data.ndim < 1 or data.shape[0] < 1:
