@@ -13,6 +13,7 @@ from scipy.special import expit
 
 import dpmcmc
 from dpmcmc.accounting.gaussian import gaussian_delta, gaussian_mu
+from dpmcmc.accounting.pure import composed_delta
 from dpmcmc.samplers import noise_aware_glm as nag
 
 PRIOR_SD = 10.0
@@ -50,17 +51,48 @@ def test_report_charges_what_the_mechanisms_draw():
                      key=jax.random.key(0), draws=50)
     rep = res.privacy
     assert rep.algorithm == "noise-aware-glm" and res.algorithm == "noise-aware-glm"
-    total = sum(m["total_mu"] for m in rep.mechanisms)
-    # Each release: σ = C √(2/μ), i.e. μ = (2C)²/(2σ²) for the replace-one sensitivity 2C.
-    for m in rep.mechanisms:
+    gauss = [m for m in rep.mechanisms if m["kind"] == "gaussian"]
+    pure = [m for m in rep.mechanisms if m["kind"] != "gaussian"]
+    # Each Gaussian release: σ = C √(2/μ), i.e. μ = (2C)²/(2σ²) for the replace-one sensitivity 2C.
+    for m in gauss:
         assert math.isclose(m["mu"], 2.0 / m["sigma"] ** 2, rel_tol=1e-12)
     assert sum(m["count"] for m in rep.mechanisms) == 2 * res.params["steps"]
-    assert math.isclose(total, gaussian_mu(eps, delta), rel_tol=1e-9)
+    # At d = 4, ε = 2 the last round's K-norm mechanism adds less noise than a Gaussian one.
+    assert [m["name"] for m in pure] == [f"gradient sum, round {res.params['steps']}",
+                                         f"Hessian sum, round {res.params['steps']}"]
+    total = sum(m["total_mu"] for m in gauss)
+    assert math.isclose(total, rep.details["total_mu"], rel_tol=1e-12)
+    assert [m["epsilon"] for m in pure] == rep.details["pure_epsilon"]
+    # The composition of everything charged satisfies the budget, and spends it.
     assert rep.epsilon <= eps * (1 + 1e-9)
-    assert gaussian_delta(total, rep.epsilon) <= delta * (1 + 1e-6)
+    assert composed_delta(rep.epsilon, mu=total, pure=[m["epsilon"] for m in pure]) <= delta * (1 + 1e-6)
+    assert composed_delta(0.999 * eps, mu=total, pure=[m["epsilon"] for m in pure]) > delta
     d = 4  # intercept, a, b[y], b[z]
     assert rep.params["grad_bound"] == pytest.approx(math.sqrt(d))
     assert rep.params["hess_bound"] == pytest.approx(d / 4)
+
+
+def test_gaussian_only_plan_spends_exactly_the_gaussian_budget():
+    """mechanism="gaussian": every release Gaussian, Σμ = gaussian_mu(ε, δ)."""
+    plan = nag.release_plan("logistic", 500, 4, 2.0, 1e-6, mechanism="gaussian")
+    assert plan.pure == ()
+    assert math.isclose(plan.mu_total, gaussian_mu(2.0, 1e-6), rel_tol=1e-9)
+    assert gaussian_delta(plan.mu_total, plan.epsilon_spent()) <= 1e-6 * (1 + 1e-6)
+    for r in plan.releases():
+        assert math.isclose(r.mu, (2 * r.bound) ** 2 / (2 * r.sigma ** 2), rel_tol=1e-12)
+
+
+def test_auto_mechanism_is_the_one_with_less_gradient_noise():
+    """The choice is made from public inputs: both candidate last rounds are built and the one
+    whose gradient noise sd is smaller is kept (K-norm for small d, Gaussian for large d)."""
+    for d, eps in ((4, 4.0), (4, 1.0), (12, 4.0), (80, 2.0), (150, 8.0)):
+        auto = nag.release_plan("logistic", 10_000, d, eps, 1e-6)
+        sds = {m: nag.release_plan("logistic", 10_000, d, eps, 1e-6, mechanism=m).gradients[-1].noise_sd
+               for m in ("gaussian", "knorm")}
+        assert auto.gradients[-1].noise_sd == min(sds.values())
+        assert auto.gradients[-1].kind == min(sds, key=sds.get)
+    assert nag.release_plan("logistic", 10_000, 4, 4.0, 1e-6).gradients[-1].kind == "knorm"
+    assert nag.release_plan("logistic", 10_000, 150, 8.0, 1e-6).gradients[-1].kind == "gaussian"
 
 
 def test_per_record_bounds_hold_on_the_whole_box():
@@ -71,13 +103,25 @@ def test_per_record_bounds_hold_on_the_whole_box():
     rng = np.random.default_rng(1)
     inside = np.column_stack([np.ones(500), rng.uniform(-1, 1, (500, d - 1))])
     X = np.vstack([corners, inside])
-    plan = nag.release_plan("logistic", 10, d, 1.0)
+    plan = nag.release_plan("logistic", 10, d, 1.0, 1e-6)
+    g_box, h_box = plan.gradients[-1].bound, plan.hessians[-1].bound
+    assert plan.gradients[-1].kind == "knorm" and (g_box, h_box) == (1.0, 0.25)
     for theta in (np.zeros(d), rng.normal(0, 3, d), np.array([0.0, 10.0, -10.0, 10.0])):
         for y in (0.0, 1.0):
             g, h = nag._per_record("logistic", theta, X, np.full(len(X), y), 0.5)
-            assert np.max(np.linalg.norm(np.asarray(g), axis=1)) <= plan.grad_bound * (1 + 1e-12)
-            fro = np.sqrt(np.sum(np.asarray(h) ** 2, axis=(1, 2)))
+            g, h = np.asarray(g), np.asarray(h)
+            assert np.max(np.linalg.norm(g, axis=1)) <= plan.grad_bound * (1 + 1e-12)
+            fro = np.sqrt(np.sum(h ** 2, axis=(1, 2)))
             assert np.max(fro) <= plan.hess_bound * (1 + 1e-12)
+            # The K-norm boxes: each gradient coordinate in [-1, 1], each Hessian entry in
+            # [-1/4, 1/4] and its diagonal in [0, 1/4].
+            assert np.max(np.abs(g)) <= g_box * (1 + 1e-12)
+            assert np.max(np.abs(h)) <= h_box * (1 + 1e-12)
+            assert np.min(np.diagonal(h, axis1=1, axis2=2)) >= 0.0
+            for rel, per in ((plan.gradients[-1], g), (plan.hessians[-1], h)):
+                np.testing.assert_allclose(np.asarray(nag._clipped_sum(per, rel)),
+                                           (per.sum(0) if per.ndim == 2
+                                            else per.sum(0)[np.triu_indices(d)]), rtol=1e-12)
 
 
 def test_large_budget_recovers_the_non_private_posterior():
@@ -88,7 +132,7 @@ def test_large_budget_recovers_the_non_private_posterior():
     X, y = des.data[:, :-1], des.data[:, -1]
     m, V = _laplace(X, y)
     sd = np.sqrt(np.diag(V))
-    plan = nag.release_plan("logistic", len(y), X.shape[1], 1e6)
+    plan = nag.release_plan("logistic", len(y), X.shape[1], 1e6, 1e-6)
     out = nag.fit(jax.random.key(3), des.data, plan, prior_sd=PRIOR_SD, chains=2, draws=4000)
     s = out["samples"].reshape(-1, X.shape[1])
     # 8000 independent draws: the mean's Monte Carlo sd is 0.011 sd, so 0.1 is > 9 MC sds.
@@ -105,7 +149,7 @@ def test_noise_is_carried_into_the_posterior_spread():
     X, y = des.data[:, :-1], des.data[:, -1]
     m, V = _laplace(X, y)
     sd = np.sqrt(np.diag(V))
-    plan = nag.release_plan("logistic", len(y), X.shape[1], gaussian_mu(1.0, 1e-6))
+    plan = nag.release_plan("logistic", len(y), X.shape[1], 1.0, 1e-6)
     wider = 0
     for seed in range(20):
         s = nag.fit(jax.random.key(seed), des.data, plan, prior_sd=PRIOR_SD, chains=1,
@@ -128,7 +172,7 @@ def test_linear_family_is_exact_in_one_round():
     s = 1.0 / des.target_half  # noise_sd = 1 on the target's scale
     Q = X.T @ X / s ** 2 + np.eye(2) / PRIOR_SD ** 2
     mean = np.linalg.solve(Q, X.T @ ys / s ** 2)
-    plan = nag.release_plan("linear", len(ys), 2, 1e8, noise_sd=s)
+    plan = nag.release_plan("linear", len(ys), 2, 1e8, 1e-6, noise_sd=s)
     assert plan.steps == 1
     draws = nag.fit(jax.random.key(6), des.data, plan, prior_sd=PRIOR_SD, chains=1,
                     draws=20000)["samples"][0]
@@ -173,59 +217,75 @@ def test_default_key_is_fresh():
     assert not np.array_equal(a.samples, b.samples)
 
 
-def _transcript_llr(plan, data_d, data_dp, noise, keys):
+def _transcript_llr(plan, data_d, data_dp, noise, keys, true_scale=None):
     """Log-likelihood ratio log p_D/p_D' of each run's whole transcript, run on D.
 
-    The rounds are adaptively composed Gaussian releases at public points θ_k, so given θ_k
-    the exact log-ratio of round k is Gaussian in the released value: summed over rounds it is
-    N(M, 2M) under D, with M = Σ‖m_k − m'_k‖²/(2σ_k²) ≤ the charged μ_total."""
+    The rounds are adaptively composed releases at public points θ_k, so the transcript's
+    log-ratio is the sum over releases of each release's exact log-ratio at the realised query:
+    ``(‖r − b‖² − ‖r − a‖²)/(2σ²)`` for a Gaussian release of the sums a (on D) and b (on D'),
+    ``ε (‖r − b‖_K − ‖r − a‖_K)`` for a K-norm one. Returns the log-ratio, the Gaussian part's
+    ``M = Σ ‖a − b‖²/(2σ²)`` (its log-ratio is N(M, 2M) under D) and the pure part's largest
+    possible log-ratio ``Σ ε ‖a − b‖_K``. ``true_scale``: compute the loss with the noise the
+    (miscalibrated) source really draws, σ·c and ε/c, instead of the charged one."""
     import jax.numpy as jnp
 
     prior = jnp.eye(plan.d) / PRIOR_SD ** 2
 
-    def sums(data, theta):
+    def release_sum(data, theta, rel):
         X, y = data[:, :-1], data[:, -1]
         g, h = nag._per_record(plan.family, theta, X, y, plan.noise_sd)
-        return (jnp.sum(nag._clip_rows(g, plan.grad_bound), 0),
-                jnp.sum(nag._clip_rows(h, plan.hess_bound), 0))
+        return nag._clipped_sum(g if rel.statistic == "gradient" else h, rel)
 
     def one(key):
         thetas, gs, hs = nag._releases(key, data_d[:, :-1], data_d[:, -1], plan, prior, noise)
-        llr, m_tot = 0.0, 0.0
+        llr, m_tot, pure_max = 0.0, 0.0, 0.0
         for k in range(plan.steps):
-            (g, h), (g2, h2) = sums(data_d, thetas[k]), sums(data_dp, thetas[k])
-            for y, a, b, s in ((gs[k], g, g2, plan.grad_sigma[k]), (hs[k], h, h2, plan.hess_sigma[k])):
-                llr += (jnp.sum((y - b) ** 2) - jnp.sum((y - a) ** 2)) / (2 * s * s)
-                m_tot += jnp.sum((a - b) ** 2) / (2 * s * s)
-        return llr, m_tot
+            for rel, out in ((plan.gradients[k], gs[k]), (plan.hessians[k], hs[k])):
+                a, b = release_sum(data_d, thetas[k], rel), release_sum(data_dp, thetas[k], rel)
+                c = 1.0 if true_scale is None else true_scale
+                if rel.kind == "gaussian":
+                    s = rel.sigma * c
+                    llr += (jnp.sum((out - b) ** 2) - jnp.sum((out - a) ** 2)) / (2 * s * s)
+                    m_tot += jnp.sum((a - b) ** 2) / (2 * s * s)
+                else:
+                    r = out if rel.statistic == "gradient" else out[np.triu_indices(plan.d)]
+                    w = jnp.asarray(rel.widths())
+                    e = rel.epsilon / c
+                    llr += e * (jnp.max(jnp.abs(r - b) / w) - jnp.max(jnp.abs(r - a) / w))
+                    pure_max += e * jnp.max(jnp.abs(a - b) / w)
+        return llr, m_tot, pure_max
 
     with jax.enable_x64(True):
-        llr, m = jax.jit(jax.vmap(one))(keys)
-    return np.asarray(llr), np.asarray(m)
+        llr, m, pure_max = jax.jit(jax.vmap(one))(keys)
+    return np.asarray(llr), np.asarray(m), np.asarray(pure_max)
 
 
-@pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.6, False)])
-def test_audit_transcript_privacy_loss(noise_scale, calibrated):
-    """An attacker who knows D and D' (one record moved from a corner of the box, y = 1, to the
-    opposite corner, y = 0) computes the exact privacy loss of each run's transcript. For the
-    calibrated mechanism: the loss at the realised queries never exceeds the charged μ_total, and
-    (loss − M)/√(2M) is N(0, 1) (KS test, false alarm 1e-3). With the noise scaled by 0.6 behind
-    the report's back the same test rejects (power)."""
-    from scipy import stats
-
-    from dpmcmc.samplers._mechanisms import NoiseSource
-
-    rng = np.random.default_rng(8)
-    n = 40
+def _neighbours(n=40, seed=8, beta=(-0.5, 1.5)):
+    """D and D': one record moved from a corner of the box (y = 1) to the opposite one (y = 0)."""
+    rng = np.random.default_rng(seed)
     X = np.column_stack([np.ones(n), rng.uniform(-1, 1, n)])
-    y = (rng.uniform(size=n) < expit(X @ np.array([-0.5, 1.5]))).astype(float)
+    y = (rng.uniform(size=n) < expit(X @ np.array(beta))).astype(float)
     d_set = np.column_stack([X, y])
     d_set[0] = [1.0, 1.0, 0.0]
     dp_set = d_set.copy()
     dp_set[0] = [1.0, -1.0, 1.0]
-    plan = nag.release_plan("logistic", n, 2, gaussian_mu(2.0, 1e-5), steps=3)
+    return d_set, dp_set
+
+
+@pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.6, False)])
+def test_audit_transcript_privacy_loss(noise_scale, calibrated):
+    """Gaussian rounds: an attacker who knows D and D' computes the exact privacy loss of each
+    run's transcript. For the calibrated mechanism: the loss at the realised queries never
+    exceeds the charged μ_total, and (loss − M)/√(2M) is N(0, 1) (KS test, false alarm 1e-3).
+    With the noise scaled by 0.6 behind the report's back the same test rejects (power)."""
+    from scipy import stats
+
+    from dpmcmc.samplers._mechanisms import NoiseSource
+
+    d_set, dp_set = _neighbours()
+    plan = nag.release_plan("logistic", len(d_set), 2, 2.0, 1e-5, steps=3, mechanism="gaussian")
     keys = jax.random.split(jax.random.key(9), 4000)
-    llr, m = _transcript_llr(plan, d_set, dp_set, NoiseSource(noise_scale=noise_scale), keys)
+    llr, m, _ = _transcript_llr(plan, d_set, dp_set, NoiseSource(noise_scale=noise_scale), keys)
     assert np.all(m <= plan.mu_total * (1 + 1e-9))
     assert np.median(m) > 0.2 * plan.mu_total  # the design moves the releases by a real amount
     p = stats.kstest((llr - m) / np.sqrt(2 * m), "norm").pvalue
@@ -235,10 +295,43 @@ def test_audit_transcript_privacy_loss(noise_scale, calibrated):
         assert p < 1e-3
 
 
+@pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.5, False)])
+def test_audit_transcript_privacy_profile_with_the_knorm_round(noise_scale, calibrated):
+    """Gaussian rounds then the K-norm round: the empirical privacy profile of the transcripts,
+    δ̂(ε) = mean over runs on D of (1 − e^{ε − loss})₊ (an unbiased estimate of the hockey-stick
+    divergence of this pair's transcript distributions, whose loss is exact at the realised
+    queries), stays below the charged composition's δ(ε) at every ε checked, up to 4 standard
+    errors (false alarm < 1e-4 per point); the pure part's loss never exceeds its ε. A steep
+    design (slope 6) puts the moved record's gradient at a corner of the K-norm box, so the
+    last round's loss reaches half its ε or more in every run. With the noise scaled by 0.5
+    behind the report's back (the loss computed with the noise really drawn) δ̂ exceeds the
+    bound (power)."""
+    from dpmcmc.samplers._mechanisms import NoiseSource
+
+    d_set, dp_set = _neighbours(n=400, beta=(-0.5, 6.0))
+    plan = nag.release_plan("logistic", len(d_set), 2, 1.0, 1e-5, steps=3)
+    assert plan.gradients[-1].kind == "knorm" and plan.mu_total > 0
+    keys = jax.random.split(jax.random.key(10), 20000)
+    llr, m, pure_max = _transcript_llr(plan, d_set, dp_set, NoiseSource(noise_scale=noise_scale),
+                                       keys, true_scale=noise_scale)
+    assert np.all(m <= plan.mu_total / noise_scale ** 2 * (1 + 1e-9))
+    assert np.all(pure_max <= sum(plan.pure) / noise_scale * (1 + 1e-9))
+    assert np.min(pure_max) >= 0.5 * sum(plan.pure) * min(1.0, 1.0 / noise_scale) * 0.5
+    exceed = []
+    for eps in (0.0, 0.25, 0.5, 1.0):
+        terms = np.maximum(0.0, 1.0 - np.exp(eps - llr))
+        est, se = terms.mean(), terms.std() / np.sqrt(len(terms))
+        bound = composed_delta(eps, mu=plan.mu_total, pure=plan.pure)
+        exceed.append(est - 4 * se > bound)
+        if calibrated:
+            assert est <= bound + 4 * se
+    assert any(exceed) == (not calibrated)
+
+
 @pytest.mark.parametrize("kw", [{"final_share": 1.0}, {"final_share": 0.0}, {"hessian_share": 1.0},
                                 {"hessian_share": True}, {"steps": 2, "family": "linear"}])
 def test_release_plan_refuses_degenerate_splits(kw):
     kw = dict(kw)
     family = kw.pop("family", "logistic")
     with pytest.raises(ValueError, match=next(iter(kw)) if "steps" not in kw else "steps"):
-        nag.release_plan(family, 100, 3, 1.0, **kw)
+        nag.release_plan(family, 100, 3, 1.0, 1e-6, **kw)

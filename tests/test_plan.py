@@ -155,6 +155,6 @@ def test_glm_result_carries_its_plan():
                      epsilon=2.0, delta=1e-6, draws=50, chains=1)
     p = res.plan
     assert p.iterations == res.privacy.iterations == res.params["steps"]
-    assert p.noise[0].noise_sd == pytest.approx(res.params["grad_sigma"][-1])
-    assert p.noise[0].ratio == pytest.approx(res.params["grad_sigma"][-1] ** 2)
+    assert p.noise[0].noise_sd == pytest.approx(res.params["grad_noise_sd"][-1])
+    assert p.noise[0].ratio == pytest.approx(res.params["grad_noise_sd"][-1] ** 2)
     assert p.epsilon_spent == pytest.approx(res.privacy.epsilon)

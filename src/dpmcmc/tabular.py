@@ -429,14 +429,13 @@ def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, 
 
 
 NOISE_AWARE = "noise-aware-glm"
-_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "progress")
+_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress")
 
 
 def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, chains, key,
                  noise_sd_scaled: float, prior_sd: float, params: dict, ledger=None):
     """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
     from .accounting._checks import check_int, check_positive, check_probability
-    from .accounting.gaussian import gaussian_epsilon, gaussian_mu
     from .accounting.report import PrivacyReport
     from ._keys import resolve_key
     from .result import Result
@@ -456,17 +455,17 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
                          f"{', '.join(k for k in _NAG_KEYS if k != 'progress')})")
     params.pop("progress", None)
     draws = check_int("draws", params.pop("draws", 1000), minimum=1)
-    rp = nag.release_plan(model, n, d, gaussian_mu(epsilon, delta), noise_sd=noise_sd_scaled,
-                          **params)
-    total_mu = float(sum(rp.grad_mu) + sum(rp.hess_mu))
-    run_plan = _glm_plan(rp, model, epsilon, delta, gaussian_epsilon(total_mu, delta))
+    rp = nag.release_plan(model, n, d, epsilon, delta, noise_sd=noise_sd_scaled, **params)
+    run_plan = _glm_plan(rp, model)
     report = PrivacyReport(
         epsilon=run_plan.epsilon_spent, delta=delta, relation="substitute",
         accountant="pld", algorithm=NOISE_AWARE, iterations=rp.steps, chains=1, n=n,
         mechanisms=rp.mechanisms(),
         params={"family": model, "steps": rp.steps, "grad_bound": rp.grad_bound,
                 "hess_bound": rp.hess_bound, "prior_sd": prior_sd},
-        details={"total_mu": total_mu,
+        details={"total_mu": rp.mu_total, "pure_epsilon": list(rp.pure),
+                 "composition": "Gaussian releases (total μ) with pure ε-DP releases, exact "
+                                "privacy profile of G_μ ⊗ randomized response (adaptive)",
                  "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
                           "(post-processing of the releases; they cost no privacy)"})
     if ledger is not None:
@@ -476,31 +475,37 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
                  target_mid=plan.target_mid, target_half=plan.target_half)
     out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
     beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
+    last = (rp.gradients[-1], rp.hessians[-1])
     return Result(samples=beta, privacy=report, diagnostics=None, algorithm=NOISE_AWARE,
-                  params={"steps": rp.steps, "grad_sigma": list(rp.grad_sigma),
-                          "hess_sigma": list(rp.hess_sigma), "draws": draws,
+                  params={"steps": rp.steps, "final_mechanism": last[0].kind,
+                          "grad_noise_sd": [r.noise_sd for r in rp.gradients],
+                          "hess_noise_sd": [r.noise_sd for r in rp.hessians], "draws": draws,
                           "prior_sd": prior_sd},
                   model_name=f"glm-{model}", param_names=des.names, plan=run_plan)
 
 
-def _glm_plan(rp, model: str, epsilon: float, delta: float, spent: float):
+def _glm_plan(rp, model: str):
     """The plan of a noise-aware GLM fit (public inputs only)."""
     from ._plan import NoiseLine, Plan
 
-    sg, sh = rp.grad_sigma[-1], rp.hess_sigma[-1]
-    # Gradient noise σ_g shifts the estimate along an eigendirection of the (scaled-design)
-    # log-likelihood Hessian with eigenvalue λ by σ_g/λ, against a posterior sd of 1/√λ: the
-    # direction is noise-dominated when λ < σ_g². Public threshold; λ itself is data.
+    grad, hess = rp.gradients[-1], rp.hessians[-1]
+    sg, sh = grad.noise_sd, hess.noise_sd
+    # Gradient noise of sd s shifts the estimate along an eigendirection of the (scaled-design)
+    # log-likelihood Hessian with eigenvalue λ by s/λ, against a posterior sd of 1/√λ: the
+    # direction is noise-dominated when λ < s². Public threshold; λ itself is data.
     noise = (
-        NoiseLine("gradient sum (last round)", sg,
-                  "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, σ_g²",
+        NoiseLine(f"gradient sum (last round, {grad.kind})", sg,
+                  "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, s_g²",
                   sg * sg),
-        NoiseLine("Hessian sum (last round)", sh, "over the per-record bound C_H", sh / rp.hess_bound),
+        NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
+                  "over the per-record bound of an entry", sh / hess.bound
+                  if hess.kind != "gaussian" else sh / rp.hess_bound),
     )
-    return Plan(algorithm=NOISE_AWARE, n=rp.n, dim=rp.d, chains=1, epsilon=epsilon, delta=delta,
-                accountant="pld", relation="substitute", iterations=rp.steps, warmup=0,
-                epsilon_spent=float(spent), params={"family": model, "rounds": rp.steps}, noise=noise,
-                warnings=())
+    return Plan(algorithm=NOISE_AWARE, n=rp.n, dim=rp.d, chains=1, epsilon=rp.epsilon,
+                delta=rp.delta, accountant="pld", relation="substitute", iterations=rp.steps,
+                warmup=0, epsilon_spent=float(rp.epsilon_spent()),
+                params={"family": model, "rounds": rp.steps, "final_mechanism": grad.kind},
+                noise=noise, warnings=())
 
 
 def glm(
@@ -562,7 +567,7 @@ def glm(
         if it would exceed the declared total (see :class:`dpmcmc.Ledger`).
     **sampler_params
         ``"noise-aware-glm"``: ``draws`` (per chain, default 1000), ``steps``, ``final_share``,
-        ``hessian_share`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
+        ``hessian_share``, ``mechanism`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
         passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
         ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
         ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01, and the start is

@@ -7,6 +7,8 @@ and :data:`ALGORITHMS`) read an algorithm's release declaration from its spec in
 and the accountants below need nothing else.
 
 * :mod:`~dpmcmc.accounting.gaussian`: tight δ(ε) of Gaussian compositions (Gaussian PLD).
+* :mod:`~dpmcmc.accounting.pure`: Gaussian compositions together with pure ε-DP releases
+  (exact profile of G_μ ⊗ randomized response).
 * :mod:`~dpmcmc.accounting.zcdp`: zCDP conversions.
 * :mod:`~dpmcmc.accounting.rdp`: RDP curves, subsampling amplification, conversion.
 * :mod:`~dpmcmc.accounting.pld`: numerical PLD of the subsampled Gaussian mechanism.
@@ -46,6 +48,7 @@ from .events import (
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_mu, log_gaussian_delta
 from .pld import subsampled_gaussian_delta, subsampled_gaussian_epsilon
+from .pure import composed_delta, composed_epsilon, max_pure_scale
 from .rdp import (
     MAX_ORDER,
     barker_orders,
@@ -74,6 +77,9 @@ __all__ = [
     "ReleaseSpec",
     "algorithm_params",
     "barker_release",
+    "composed_delta",
+    "composed_epsilon",
+    "max_pure_scale",
     "gaussian_release",
     "subsampled_gaussian_release",
     "barker_orders",

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 Array = Any
 
-__all__ = ["sensitivity", "gaussian_mechanism", "noise_normal",
+__all__ = ["sensitivity", "gaussian_mechanism", "knorm_mechanism", "noise_normal",
            "noise_uniform", "noise_permutation", "NoiseSource", "DEFAULT_NOISE"]
 
 
@@ -64,6 +64,38 @@ def gaussian_mechanism(key: Array, value: Array, sigma: Array,
         sampler never exceeds about 5.3σ, a truncation δ does not account for.
     """
     return (DEFAULT_NOISE if noise is None else noise).gaussian(key, value, sigma)
+
+
+def knorm_mechanism(key: Array, value: Array, widths: Array, epsilon: float,
+                    noise: Optional["NoiseSource"] = None) -> Array:
+    """Release ``value + z`` by the ℓ∞ K-norm mechanism: pure ``epsilon``-DP, in float64.
+
+    ``z`` has density ∝ ``exp(−ε · max_j |z_j| / w_j)`` (Hardt & Talwar 2010, with K the box of
+    half-widths ``w``): for neighbouring data sets whose statistics differ by ``v`` with every
+    ``|v_j| ≤ w_j`` the density ratio is at most ``e^ε``. So ``widths`` is the *sensitivity box*
+    (the largest change of each coordinate between neighbours, e.g. twice the per-record bound
+    under replace-one), not the per-record bound. Drawn as ``z = r · u`` with
+    ``r ~ Gamma(m + 1, 1/ε)`` (a sum of ``m + 1`` exponentials) and ``u`` uniform on the box,
+    ``m = value.size``; each coordinate then has variance ``(m+1)(m+2) w_j² / (3ε²)``.
+
+    Parameters
+    ----------
+    key : PRNG key
+        Fresh key for this release.
+    value : array
+        The (clipped) statistic; its shape is kept.
+    widths : float or array
+        Sensitivity box half-widths, broadcast against ``value`` (each > 0).
+    epsilon : float
+        ε > 0 of this release.
+    noise : NoiseSource, optional
+        As in :func:`gaussian_mechanism`.
+
+    Returns
+    -------
+    float64 array
+    """
+    return (DEFAULT_NOISE if noise is None else noise).knorm(key, value, widths, epsilon)
 
 
 # ---------------------------------------------------------------- the noise source
@@ -222,6 +254,21 @@ class NoiseSource:
         if self.noise_scale != 1.0:  # the audit's miscalibrated sources only
             z = self.noise_scale * z
         return value.astype(jnp.float64) + jnp.asarray(sigma, jnp.float64) * z
+
+    def knorm(self, key: Array, value: Array, widths: Array, epsilon: float) -> Array:
+        """``value + z`` with z from the ℓ∞ K-norm distribution (see :func:`knorm_mechanism`)."""
+        value = jnp.asarray(value)
+        m = value.size
+        # One draw of 2m + 1 uniforms (one generator call compiles and runs faster than two):
+        # the first m + 1 give Gamma(m + 1, 1/ε) as a sum of exponentials −log(1 − U)
+        # (U ∈ [0, 1), so 1 − U > 0), the other m the point of the box.
+        u = self.uniform(key, (2 * m + 1,))
+        radius = -jnp.sum(jnp.log1p(-u[:m + 1])) / epsilon
+        box = (2.0 * u[m + 1:] - 1.0).reshape(value.shape)
+        z = radius * box * jnp.asarray(widths, jnp.float64)
+        if self.noise_scale != 1.0:  # the audit's miscalibrated sources only
+            z = self.noise_scale * z
+        return value.astype(jnp.float64) + z
 
     def _release_key(self, key: Array):
         return _release_key(self.secret, key, self.chain, self.iteration)

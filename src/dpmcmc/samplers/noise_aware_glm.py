@@ -15,78 +15,109 @@ How it steps (``K = steps`` rounds)
 -----------------------------------
 The records are rows ``(x̃, y)`` of the scaled design (:mod:`dpmcmc.tabular`): ``x̃ = (1, x_s)``
 with every ``x_s`` in ``[-1, 1]``, so ``‖x̃‖² ≤ d``. Starting from the public point ``θ₀ = 0``
-(the prior mean), round ``k`` releases at the public point ``θ_k``
-
-* the gradient sum ``G_k = Σ_i clip_{C_g}(∇ℓ_i(θ_k)) + N(0, σ_{g,k}² I_d)`` and
-* the Hessian sum ``H_k = Σ_i clip_{C_H}(−∇²ℓ_i(θ_k)) + N(0, σ_{H,k}² I_{d×d})`` (Frobenius clip),
-
-then moves by a Newton step of the log posterior,
+(the prior mean), round ``k`` releases at the public point ``θ_k`` the gradient sum
+``G_k = Σ_i ∇ℓ_i(θ_k)`` and the Hessian sum ``H_k = Σ_i −∇²ℓ_i(θ_k)``, each clipped per record
+and noised (below), then moves by a Newton step of the log posterior,
 ``θ_{k+1} = θ_k + (H̄_k + P)⁻¹ (G_k − P θ_k)``, with ``H̄_k`` the released Hessian symmetrised and
-projected onto the positive semi-definite cone and ``P`` the prior precision (public), capped at
-``MAX_STEP`` in Euclidean norm (a trust region, against an early noisy Hessian). Every quantity
-after the noise is post-processing: ``θ_{k+1}`` is a function of released values only.
+projected onto the positive semi-definite cone (eigenvalues floored at the noise level,
+:func:`hessian_floor`) and ``P`` the prior precision (public), capped at ``MAX_STEP`` in
+Euclidean norm (a trust region, against an early noisy Hessian). Every quantity after the noise
+is post-processing: ``θ_{k+1}`` is a function of released values only.
 
-What it releases
-----------------
-``2K`` full-data Gaussian mechanisms. The per-record bounds come from the declared box alone:
+What it releases, and with which mechanism
+------------------------------------------
+The per-record bounds come from the declared box alone:
 
-* logistic, ``ℓ_i = y z − softplus(z)``, ``z = x̃ᵀθ``: ``∇ℓ_i = (y − σ(z)) x̃``, so
-  ``‖∇ℓ_i‖ ≤ ‖x̃‖ ≤ √d = C_g``; ``−∇²ℓ_i = σ(z)(1 − σ(z)) x̃x̃ᵀ``, so ``‖·‖_F ≤ d/4 = C_H``;
+* logistic, ``ℓ_i = y z − softplus(z)``, ``z = x̃ᵀθ``: ``∇ℓ_i = (y − σ(z)) x̃``, so every
+  coordinate lies in ``[−1, 1]`` and ``‖∇ℓ_i‖ ≤ √d``; ``−∇²ℓ_i = σ(z)(1 − σ(z)) x̃x̃ᵀ``, so each
+  diagonal entry lies in ``[0, 1/4]``, each off-diagonal one in ``[−1/4, 1/4]`` and
+  ``‖·‖_F ≤ d/4``;
 * linear with declared noise sd ``s`` (target scaled to ``[-1, 1]``): ``ℓ_i`` is quadratic in θ,
-  so one round at ``θ₀ = 0`` is exact: ``∇ℓ_i(0) = y x̃ / s²`` (``C_g = √d / s²``) and
-  ``−∇²ℓ_i = x̃x̃ᵀ / s²`` (``C_H = d / s²``); these are the sufficient statistics ``Σ y x̃`` and
-  ``Σ x̃x̃ᵀ``.
+  so one round at ``θ₀ = 0`` is exact: ``∇ℓ_i(0) = y x̃ / s²`` (coordinates in ``[−1/s², 1/s²]``,
+  norm ≤ ``√d / s²``) and ``−∇²ℓ_i = x̃x̃ᵀ / s²`` (diagonal in ``[0, 1/s²]``, off-diagonal in
+  ``[−1/s², 1/s²]``, Frobenius ≤ ``d / s²``): the sufficient statistics ``Σ y x̃`` and ``Σ x̃x̃ᵀ``.
 
 Inside the box nothing is clipped (the bounds hold for every record), so the releases are exact
-statistics plus noise. Under replace-one the L2 sensitivity is ``2C`` and a release with noise σ
-costs ``μ = (2C)²/(2σ²) = 2C²/σ²`` in the units of :mod:`dpmcmc.accounting.gaussian`. The pair
-is symmetric and μ-GDP composes adaptively (Dong, Roth & Su 2022), so the rounds compose to
-``μ_total = Σ μ`` whatever order or neighbouring pair an adversary picks; the budget fixes
-``μ_total = gaussian_mu(ε, δ)`` and :func:`release_plan` splits it: the last round, whose
-gradient decides the posterior mean, gets ``final_share`` of it; within each round the Hessian
-gets ``hessian_share``. σ is computed from μ and C in one place (:func:`release_plan`) and the
-mechanism draws exactly that σ.
+statistics plus noise. Two mechanisms, each calibrated to the replace-one sensitivity:
+
+* **Gaussian** (the early rounds): per-record L2 / Frobenius bound ``C``, sensitivity ``2C``,
+  noise ``σ = C √(2/μ)``, cost ``μ = (2C)²/(2σ²)`` in the units of
+  :mod:`dpmcmc.accounting.gaussian`;
+* **ℓ∞ K-norm** (the last round, where it adds less noise): the sensitivity set is the box of
+  half-widths twice the per-coordinate range (the range itself for the diagonal of the
+  Hessian, whose entries are ≥ 0); the mechanism (:func:`dpmcmc.samplers._mechanisms.knorm_mechanism`,
+  Hardt & Talwar 2010) is pure ε-DP with that box; the Hessian is released as its upper
+  triangle.
+
+At the δ users ask for (~1e-6) a pure mechanism on a d-vector adds far less noise than a
+Gaussian of the same ε while d is small (per coordinate, variance ``(d+1)(d+2)w²/(3ε²)``
+against the Gaussian's ``(2C)² / (2μ)`` with μ ≈ ε²/22 at δ = 1e-6), while Gaussian releases
+compose more cheaply over several rounds. :func:`release_plan` therefore spends
+``1 − final_share`` of the Gaussian-only budget ``μ_all = gaussian_mu(ε, δ)`` on the early
+rounds (Gaussian, geometric weights 1, 2, 4, …: a far-off round needs only the direction) and
+gives the last round whatever (ε, δ) leaves, as the mechanism with the smaller gradient
+variance (``mechanism="auto"``; public inputs only: d, ε, δ, the bounds). Within each round
+the Hessian gets ``hessian_share``.
+
+Accounting. Each Gaussian release is dominated by a symmetric Gaussian pair, each pure release
+by randomized response (:mod:`dpmcmc.accounting.pure`); the f-DP composition theorem holds for
+adaptive composition, so the rounds compose to the exact privacy profile of
+``G_μ ⊗ RR_{ε_1} ⊗ …`` whatever order or neighbouring pair an adversary picks
+(:func:`dpmcmc.accounting.pure.composed_epsilon`). The budget's ε is never exceeded at its δ.
+Every noise scale is computed in one place (:class:`GLMRelease`) and the mechanism draws exactly
+that scale.
 
 The noise-aware posterior (post-processing)
 -------------------------------------------
 The last round's releases define the local log-likelihood
 ``ℓ(θ) ≈ gᵀ(θ − θ_K) − ½ (θ − θ_K)ᵀ H (θ − θ_K)`` with the *true* ``g, H`` unknown. Under a flat
-prior on them, given the releases they are ``g ~ N(G_K, σ_g² I)`` and ``H ~ G(H_K − E)`` with
-``E`` the Hessian noise; each posterior draw takes one such ``(g, H)`` (``H`` projected onto
-the positive semi-definite cone) and then draws θ exactly from the Gaussian
+prior on them, given the releases they are the released values minus a draw of the (known,
+symmetric) noise distribution; each posterior draw takes one such ``(g, H)`` (``H`` projected
+onto the positive semi-definite cone) and then draws θ exactly from the Gaussian
 ``N(θ_K + Q⁻¹(g − P θ_K), Q⁻¹)``, ``Q = H + P``. So the draws carry the privacy noise as extra
-posterior spread (the sd grows by about √(1 + σ_g² λ⁻¹) in a direction of Hessian eigenvalue
-λ). The draws are independent, so every chain is already mixed; there is no warm-up.
+posterior spread (the sd grows by about √(1 + v λ⁻¹) in a direction of Hessian eigenvalue λ,
+v the gradient noise variance). The draws are independent, so every chain is already mixed;
+there is no warm-up. The noise draws of this step use public randomness.
 
 This is a Laplace (Bernstein–von Mises) approximation: accurate when the posterior is close to
-Gaussian (many records per coefficient), coarser for small n or separable data.
+Gaussian (many records per coefficient), coarser for small n or separable data. How close it
+gets on real tables, and where it cannot: docs/tutorial_real_data.md.
 
 Reads the data
 --------------
 Full data, one pass per round (``2K`` accounted releases in all); the data never decide how many
-rounds run or where the rounds are evaluated.
+rounds run, which mechanism is used or where the rounds are evaluated.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._mechanisms import NoiseSource
+from ._mechanisms import DEFAULT_NOISE, NoiseSource
 
-__all__ = ["FAMILIES", "GLMReleasePlan", "release_plan", "fit", "MAX_STEP"]
+__all__ = ["FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan", "release_plan", "fit",
+           "hessian_floor", "noise_aware_draws", "MAX_STEP"]
 
 FAMILIES = ("logistic", "linear")
+GAUSSIAN = "gaussian"
+KNORM = "knorm"
+#: Choices of the last round's mechanism ("auto": the one with the smaller gradient variance).
+MECHANISMS = ("auto", GAUSSIAN, KNORM)
 #: Default number of Newton rounds for the logistic family (linear needs one).
-DEFAULT_STEPS = 8
-#: Default share of μ_total spent on the last round.
+DEFAULT_STEPS = 6
+#: Default share of the Gaussian-only budget μ_all left to the last round (the early rounds
+#: spend the rest).
 DEFAULT_FINAL_SHARE = 0.8
-#: Default share of each round's μ spent on its Hessian.
+#: Default share of each round's budget spent on its Hessian.
 DEFAULT_HESSIAN_SHARE = 0.2
+#: Ratio of the budgets of consecutive early rounds (the first is farthest from the mode and
+#: needs only the direction of the step).
+EARLY_GROWTH = 2.0
 #: Trust-region radius of one Newton move, in units of the scaled coefficients.
 MAX_STEP = 3.0
 #: Default multiplier of the noise-level eigenvalue floor of released Hessians
@@ -100,131 +131,250 @@ DEFAULT_DRAW_FLOOR_FACTOR = 0.3
 
 
 @dataclass(frozen=True)
+class GLMRelease:
+    """One released statistic: its mechanism and noise scale (public inputs only).
+
+    Attributes
+    ----------
+    statistic : {"gradient", "Hessian"}
+    round : int
+        0-based round.
+    kind : {"gaussian", "knorm"}
+    d : int
+        Coefficients; the gradient has d coordinates, the Hessian d(d+1)/2 free entries.
+    bound : float
+        Gaussian: the per-record L2 (gradient) or Frobenius (Hessian) bound C, the clip of the
+        release. K-norm: the per-record bound of each coordinate (the Hessian's off-diagonal
+        entries lie in ``[−bound, bound]``, its diagonal in ``[0, bound]``).
+    mu : float
+        Gaussian: μ = (2C)²/(2σ²) charged for the release (0 for K-norm).
+    epsilon : float
+        K-norm: the release's pure ε (0 for Gaussian).
+    """
+
+    statistic: str
+    round: int
+    kind: str
+    d: int
+    bound: float
+    mu: float = 0.0
+    epsilon: float = 0.0
+
+    @property
+    def size(self) -> int:
+        """Released coordinates: d for the gradient, d(d+1)/2 (upper triangle) for a K-norm
+        Hessian, d² for a Gaussian one (noised whole, then symmetrised)."""
+        if self.statistic == "gradient":
+            return self.d
+        return self.d * (self.d + 1) // 2 if self.kind == KNORM else self.d * self.d
+
+    @property
+    def sigma(self) -> float:
+        """Gaussian noise sd ``C √(2/μ)``: the one place σ is derived from μ (the mechanism
+        draws this σ, the report charges μ)."""
+        if self.kind != GAUSSIAN:
+            raise AttributeError("sigma: only a Gaussian release has one")
+        return self.bound * math.sqrt(2.0 / self.mu)
+
+    def widths(self) -> np.ndarray:
+        """K-norm: half-widths of the sensitivity box, one per released coordinate (the
+        largest change of that coordinate between two data sets that differ in one record)."""
+        if self.statistic == "gradient":
+            return np.full(self.d, 2.0 * self.bound)
+        iu = np.triu_indices(self.d)
+        return np.where(iu[0] == iu[1], self.bound, 2.0 * self.bound)
+
+    @property
+    def noise_sd(self) -> float:
+        """Sd of the noise on one released coordinate (for K-norm: the widest, i.e. a gradient
+        coordinate or an off-diagonal Hessian entry)."""
+        if self.kind == GAUSSIAN:
+            return self.sigma
+        m = self.size
+        return math.sqrt((m + 1) * (m + 2) / 3.0) * 2.0 * self.bound / self.epsilon
+
+    def report_entry(self) -> dict:
+        """The release as a PrivacyReport mechanism entry."""
+        name = f"{self.statistic} sum, round {self.round + 1}"
+        if self.kind == GAUSSIAN:
+            return {"name": name, "kind": GAUSSIAN, "per_iteration": 1, "count": 1,
+                    "mu": self.mu, "total_mu": self.mu, "sigma": self.sigma / self.bound,
+                    "bound": self.bound}
+        return {"name": name, "kind": "knorm-linf (pure DP)", "per_iteration": 1, "count": 1,
+                "epsilon": self.epsilon, "bound": self.bound, "noise_sd": self.noise_sd}
+
+
+@dataclass(frozen=True)
 class GLMReleasePlan:
-    """The releases of one :func:`fit`, from public inputs only.
+    """The releases of one :func:`fit`, from public inputs only (:func:`release_plan`).
 
     Attributes
     ----------
     family : str
     n, d : int
         Records and coefficients (intercept included).
-    mu_total : float
-        Total μ = Σ Δ²/(2σ²) of the releases (the Gaussian accountant's unit).
-    grad_bound, hess_bound : float
-        Per-record bounds C_g (L2) and C_H (Frobenius); the clip bounds of the releases.
-    grad_mu, hess_mu : tuple of float
-        μ of each round's gradient and Hessian release.
+    epsilon, delta : float
+        The budget.
+    gradients, hessians : tuple of GLMRelease
+        Each round's gradient and Hessian release.
     noise_sd : float
-        Linear family: the declared noise sd of the scaled target (enters C_g, C_H).
+        Linear family: the declared noise sd of the scaled target (enters the bounds).
     floor_factor, draw_floor_factor : float
         Multipliers of the noise-level eigenvalue floor (:func:`hessian_floor`) of the released
         Hessians in the Newton moves and in the noise-aware draws.
-    grad_sigma, hess_sigma : tuple of float
-        Noise sd of each round's releases: σ = C √(2/μ).
     """
 
     family: str
     n: int
     d: int
-    mu_total: float
-    grad_bound: float
-    hess_bound: float
-    grad_mu: tuple
-    hess_mu: tuple
+    epsilon: float
+    delta: float
+    gradients: tuple
+    hessians: tuple
     noise_sd: float = 0.5
     floor_factor: float = DEFAULT_FLOOR_FACTOR
-    draw_floor_factor: float = 0.3
-    grad_sigma: tuple = field(init=False)
-    hess_sigma: tuple = field(init=False)
-
-    def __post_init__(self):
-        # The one place σ is derived from μ: the mechanism draws this σ, the report charges μ.
-        object.__setattr__(self, "grad_sigma",
-                           tuple(self.grad_bound * math.sqrt(2.0 / m) for m in self.grad_mu))
-        object.__setattr__(self, "hess_sigma",
-                           tuple(self.hess_bound * math.sqrt(2.0 / m) for m in self.hess_mu))
+    draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR
 
     @property
     def steps(self) -> int:
-        return len(self.grad_mu)
+        return len(self.gradients)
+
+    def releases(self) -> tuple:
+        """Every release, round by round (gradient, then Hessian)."""
+        return tuple(r for pair in zip(self.gradients, self.hessians) for r in pair)
+
+    @property
+    def mu_total(self) -> float:
+        """Total μ of the Gaussian releases."""
+        return float(sum(r.mu for r in self.releases() if r.kind == GAUSSIAN))
+
+    @property
+    def pure(self) -> tuple:
+        """ε of each pure (K-norm) release."""
+        return tuple(r.epsilon for r in self.releases() if r.kind == KNORM)
+
+    def epsilon_spent(self) -> float:
+        """ε of the composition of all releases at the plan's δ (≤ the budget's ε)."""
+        from dpmcmc.accounting.pure import composed_epsilon
+
+        return composed_epsilon(self.delta, mu=self.mu_total, pure=self.pure)
+
+    @property
+    def grad_bound(self) -> float:
+        """Per-record L2 bound of the gradient (√d logistic, √d/s² linear)."""
+        return _bounds(self.family, self.d, self.noise_sd)[0]
+
+    @property
+    def hess_bound(self) -> float:
+        """Per-record Frobenius bound of the Hessian (d/4 logistic, d/s² linear)."""
+        return _bounds(self.family, self.d, self.noise_sd)[1]
 
     def mechanisms(self) -> list:
-        """The releases as PrivacyReport mechanism entries (equal rounds grouped)."""
-        out = []
-        k = 0
-        while k < self.steps:
-            j = k
-            while (j + 1 < self.steps and self.grad_mu[j + 1] == self.grad_mu[k]
-                   and self.hess_mu[j + 1] == self.hess_mu[k]):
-                j += 1
-            rounds = f"round {k + 1}" if j == k else f"rounds {k + 1}-{j + 1}"
-            for what, mu, sigma, bound in (("gradient", self.grad_mu[k], self.grad_sigma[k],
-                                            self.grad_bound),
-                                           ("Hessian", self.hess_mu[k], self.hess_sigma[k],
-                                            self.hess_bound)):
-                out.append({"name": f"{what} sum, {rounds}", "kind": "gaussian",
-                            "per_iteration": 1, "count": j - k + 1, "mu": mu,
-                            "total_mu": mu * (j - k + 1), "sigma": sigma / bound,
-                            "bound": bound})
-            k = j + 1
-        return out
+        """The releases as PrivacyReport mechanism entries."""
+        return [r.report_entry() for r in self.releases()]
 
 
 def _bounds(family: str, d: int, noise_sd: float) -> tuple[float, float]:
+    """Per-record (L2 gradient, Frobenius Hessian) bounds on the declared box."""
     if family == "logistic":
         return math.sqrt(d), d / 4.0
     s2 = noise_sd * noise_sd
     return math.sqrt(d) / s2, d / s2
 
 
-def release_plan(family: str, n: int, d: int, mu_total: float, *, steps: Optional[int] = None,
+def _coordinate_bounds(family: str, noise_sd: float) -> tuple[float, float]:
+    """Per-record bounds of one gradient coordinate and one Hessian entry on the declared box."""
+    if family == "logistic":
+        return 1.0, 0.25
+    s2 = noise_sd * noise_sd
+    return 1.0 / s2, 1.0 / s2
+
+
+def _check_share(name: str, v) -> float:
+    # Open interval: a share of 1 would leave the other releases with noise of infinite sd.
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1), got {v!r}")
+    return float(v)
+
+
+def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
+                 steps: Optional[int] = None,
                  final_share: float = DEFAULT_FINAL_SHARE,
                  hessian_share: float = DEFAULT_HESSIAN_SHARE,
+                 mechanism: str = "auto",
                  noise_sd: float = 0.5,
                  floor_factor: float = DEFAULT_FLOOR_FACTOR,
                  draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR) -> GLMReleasePlan:
-    """Split ``mu_total`` over the rounds (public inputs only).
+    """Split the budget (ε, δ) over the rounds (public inputs only; module docstring).
 
     Parameters
     ----------
     family : {"logistic", "linear"}
     n, d : int
         Records, coefficients (intercept included).
-    mu_total : float
-        Budget in μ units (``dpmcmc.accounting.gaussian.gaussian_mu(ε, δ)``).
+    epsilon, delta : float
+        The budget of the whole fit: ε > 0, δ in (0, 1).
     steps : int, optional
-        Newton rounds; default 8 for logistic, 1 for linear (exact).
+        Newton rounds; default 6 for logistic, 1 for linear (exact).
     final_share : float in (0, 1)
-        Share of ``mu_total`` for the last round (ignored when ``steps == 1``: it gets all).
+        Share of the Gaussian-only budget ``gaussian_mu(ε, δ)`` left to the last round (the
+        early rounds spend the rest, in geometric weights 1, 2, 4, …; ignored when
+        ``steps == 1``).
     hessian_share : float in (0, 1)
-        Share of each round's μ for its Hessian release.
+        Share of each round's budget for its Hessian release.
+    mechanism : {"auto", "gaussian", "knorm"}
+        The last round's mechanism. ``"auto"``: the one whose gradient noise has the smaller
+        variance (decided from d, ε, δ and the bounds, never from data).
     noise_sd : float
         Linear family: the declared noise sd on the scaled target.
+    floor_factor, draw_floor_factor : float
+        See :class:`GLMReleasePlan`.
     """
+    from dpmcmc.accounting._checks import check_positive, check_probability
+    from dpmcmc.accounting.gaussian import gaussian_mu
+    from dpmcmc.accounting.pure import max_pure_scale
+
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_probability("delta", delta)
     if steps is None:
         steps = DEFAULT_STEPS if family == "logistic" else 1
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if family == "linear" and steps != 1:
         raise ValueError("steps: the linear family is exact in one round (steps=1)")
-    for name, v in (("final_share", final_share), ("hessian_share", hessian_share)):
-        # Open interval: a share of 1 would leave the other releases with noise of infinite sd.
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v < 1.0:
-            raise ValueError(f"{name} must lie in (0, 1), got {v!r}")
-    if not (math.isfinite(mu_total) and mu_total > 0):
-        raise ValueError(f"mu_total must be a finite number > 0, got {mu_total!r}")
-    steps = int(steps)
-    if steps == 1:
-        shares = [1.0]
-    else:
-        shares = [(1.0 - final_share) / (steps - 1)] * (steps - 1) + [final_share]
-    grad_bound, hess_bound = _bounds(family, d, noise_sd)
-    grad_mu = tuple(mu_total * s * (1.0 - hessian_share) for s in shares)
-    hess_mu = tuple(mu_total * s * hessian_share for s in shares)
-    return GLMReleasePlan(family, int(n), int(d), float(mu_total), grad_bound, hess_bound,
-                          grad_mu, hess_mu, float(noise_sd), float(floor_factor),
+    final_share = _check_share("final_share", final_share)
+    hessian_share = _check_share("hessian_share", hessian_share)
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    steps, n, d = int(steps), int(n), int(d)
+    mu_all = gaussian_mu(epsilon, delta)
+    g_l2, h_fro = _bounds(family, d, noise_sd)
+    g_box, h_box = _coordinate_bounds(family, noise_sd)
+
+    def gaussian_round(k: int, mu: float) -> tuple:
+        return (GLMRelease("gradient", k, GAUSSIAN, d, g_l2, mu=mu * (1.0 - hessian_share)),
+                GLMRelease("Hessian", k, GAUSSIAN, d, h_fro, mu=mu * hessian_share))
+
+    early = []
+    mu_early = 0.0
+    if steps > 1:
+        mu_early = (1.0 - final_share) * mu_all
+        weights = [EARLY_GROWTH ** k for k in range(steps - 1)]
+        early = [gaussian_round(k, mu_early * w / sum(weights)) for k, w in enumerate(weights)]
+    last = steps - 1
+    gauss_last = gaussian_round(last, mu_all - mu_early)
+    scale = max_pure_scale(epsilon, delta, [1.0 - hessian_share, hessian_share], mu=mu_early)
+    knorm_last = (GLMRelease("gradient", last, KNORM, d, g_box,
+                             epsilon=scale * (1.0 - hessian_share)),
+                  GLMRelease("Hessian", last, KNORM, d, h_box, epsilon=scale * hessian_share))
+    if mechanism == "auto":
+        mechanism = KNORM if knorm_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
+    final = knorm_last if mechanism == KNORM else gauss_last
+    rounds = early + [final]
+    return GLMReleasePlan(family, n, d, epsilon, delta, tuple(r[0] for r in rounds),
+                          tuple(r[1] for r in rounds), float(noise_sd), float(floor_factor),
                           float(draw_floor_factor))
 
 
@@ -251,19 +401,61 @@ def _per_record(family: str, theta, X, y, noise_sd: float):
     return g, h
 
 
+def _symmetric(tri: jax.Array, d: int) -> jax.Array:
+    """The symmetric (d, d) matrix of an upper triangle (row-major ``triu_indices`` order)."""
+    iu = np.triu_indices(d)
+    upper = jnp.zeros((d, d), tri.dtype).at[iu].set(tri)
+    return upper + jnp.triu(upper, 1).T
+
+
+def _clipped_sum(per_record: jax.Array, rel: GLMRelease) -> jax.Array:
+    """Σ of the per-record terms clipped to the release's bound (no-op inside the box)."""
+    if rel.kind == GAUSSIAN:
+        return jnp.sum(_clip_rows(per_record, rel.bound), axis=0)
+    if rel.statistic == "gradient":
+        return jnp.sum(jnp.clip(per_record, -rel.bound, rel.bound), axis=0)
+    iu = np.triu_indices(rel.d)
+    tri = per_record[:, iu[0], iu[1]]
+    lower = jnp.where(iu[0] == iu[1], 0.0, -rel.bound)
+    return jnp.sum(jnp.clip(tri, lower, rel.bound), axis=0)
+
+
+def _mechanism(key, value: jax.Array, rel: GLMRelease, noise: NoiseSource,
+               scale=None) -> jax.Array:
+    """The release of a clipped sum (``value``, as :func:`_clipped_sum` returns it) with the
+    release's noise; a Hessian comes back as a (d, d) matrix.
+
+    ``scale`` (σ for a Gaussian release, ε for a K-norm one; default the release's own) lets
+    rounds of one kind run in one compiled loop over their scales.
+    """
+    if rel.kind == GAUSSIAN:
+        return noise.gaussian(key, value, rel.sigma if scale is None else scale)
+    eps = rel.epsilon if scale is None else scale
+    out = noise.knorm(key, value, jnp.asarray(rel.widths()), eps)
+    return out if rel.statistic == "gradient" else _symmetric(out, rel.d)
+
+
+def _noise_draw(key, rel: GLMRelease) -> jax.Array:
+    """One draw of the release's noise from public randomness (for the noise-aware posterior)."""
+    zero = jnp.zeros(rel.size if rel.kind == KNORM or rel.statistic == "gradient"
+                     else (rel.d, rel.d), jnp.float64)
+    return _mechanism(key, zero, rel, DEFAULT_NOISE)
+
+
 def _psd(m: jax.Array, floor=0.0) -> jax.Array:
     m = 0.5 * (m + m.T)
     vals, vecs = jnp.linalg.eigh(m)
     return (vecs * jnp.maximum(vals, floor)) @ vecs.T
 
 
-def hessian_floor(hess_sigma: float, d: int, factor: float = DEFAULT_FLOOR_FACTOR) -> float:
-    """Eigenvalue floor of a released Hessian: ``factor · 2σ_H√d``.
+def hessian_floor(noise_sd, d: int, factor: float = DEFAULT_FLOOR_FACTOR):
+    """Eigenvalue floor of a released Hessian: ``factor · 2 s √d``, ``s`` its entries' noise sd.
 
-    ``2σ√d`` is the typical spectral norm of a d×d symmetric matrix of N(0, σ²) entries: below
-    it an eigenvalue of the released Hessian is indistinguishable from noise. Public (σ_H, d).
+    ``2 s √d`` is the typical spectral norm of a d×d symmetric noise matrix with entries of sd
+    ``s``: below it an eigenvalue of the released Hessian is indistinguishable from noise.
+    Public (the release's noise scale, :attr:`GLMRelease.noise_sd`, and d).
     """
-    return factor * 2.0 * hess_sigma * math.sqrt(d)
+    return factor * 2.0 * noise_sd * math.sqrt(d)
 
 
 def _newton_move(theta, g, h, prior_prec, floor):
@@ -273,27 +465,48 @@ def _newton_move(theta, g, h, prior_prec, floor):
     return theta + step * jnp.minimum(1.0, MAX_STEP / jnp.maximum(norm, 1e-300))
 
 
+def _round(key, theta, X, y, plan: GLMReleasePlan, grad: GLMRelease, hess: GLMRelease,
+           noise: NoiseSource, scales=(None, None)):
+    """One round's two releases at the public point ``theta``."""
+    k_g, k_h = jax.random.split(key)
+    g_i, h_i = _per_record(plan.family, theta, X, y, plan.noise_sd)
+    return (_mechanism(k_g, _clipped_sum(g_i, grad), grad, noise, scales[0]),
+            _mechanism(k_h, _clipped_sum(h_i, hess), hess, noise, scales[1]))
+
+
 def _releases(key, X, y, plan: GLMReleasePlan, prior_prec, noise: NoiseSource):
-    """The ``2K`` releases and the public points they were made at."""
+    """The ``2K`` releases and the public points they were made at.
+
+    The early rounds are all Gaussian and differ only in their noise scales (and bounds, which
+    are equal), so they run as one ``lax.scan`` over those scales — compiled once, not once per
+    round; the last round, which may use another mechanism, follows.
+    """
     theta = jnp.zeros(plan.d, jnp.float64)
-    thetas, gs, hs = [], [], []
-    keys = jax.random.split(key, 2 * plan.steps)
-    for k in range(plan.steps):
-        g_i, h_i = _per_record(plan.family, theta, X, y, plan.noise_sd)
-        g = jnp.sum(_clip_rows(g_i, plan.grad_bound), axis=0)
-        h = jnp.sum(_clip_rows(h_i, plan.hess_bound), axis=0)
-        g_rel = noise.gaussian(keys[2 * k], g, plan.grad_sigma[k])
-        h_rel = noise.gaussian(keys[2 * k + 1], h, plan.hess_sigma[k])
-        thetas.append(theta)
-        gs.append(g_rel)
-        hs.append(h_rel)
-        if k + 1 < plan.steps:
-            theta = _newton_move(theta, g_rel, h_rel, prior_prec,
-                                 hessian_floor(plan.hess_sigma[k], plan.d, plan.floor_factor))
-    return jnp.stack(thetas), jnp.stack(gs), jnp.stack(hs)
+    keys = jax.random.split(key, plan.steps)
+    early = list(zip(plan.gradients[:-1], plan.hessians[:-1]))
+    thetas, gs, hs = (jnp.zeros((0, plan.d)), jnp.zeros((0, plan.d)),
+                      jnp.zeros((0, plan.d, plan.d)))
+    if early:
+        grad0, hess0 = early[0]
+        if any(g.kind != GAUSSIAN or h.kind != GAUSSIAN or g.bound != grad0.bound
+               or h.bound != hess0.bound for g, h in early):
+            raise ValueError("plan: the early rounds must be Gaussian releases with equal bounds")
+
+        def body(theta, xs):
+            k, sigma_g, sigma_h = xs
+            g_rel, h_rel = _round(k, theta, X, y, plan, grad0, hess0, noise, (sigma_g, sigma_h))
+            floor = hessian_floor(sigma_h, plan.d, plan.floor_factor)  # this round's σ, traced
+            return _newton_move(theta, g_rel, h_rel, prior_prec, floor), (theta, g_rel, h_rel)
+
+        sig = jnp.asarray([[g.sigma, h.sigma] for g, h in early], jnp.float64)
+        theta, (thetas, gs, hs) = jax.lax.scan(body, theta, (keys[:-1], sig[:, 0], sig[:, 1]))
+    g_last, h_last = _round(keys[-1], theta, X, y, plan, plan.gradients[-1],
+                            plan.hessians[-1], noise)
+    return (jnp.concatenate([thetas, theta[None]]), jnp.concatenate([gs, g_last[None]]),
+            jnp.concatenate([hs, h_last[None]]))
 
 
-def noise_aware_draws(key, theta_k, g_rel, h_rel, grad_sigma: float, hess_sigma: float,
+def noise_aware_draws(key, theta_k, g_rel, h_rel, grad: GLMRelease, hess: GLMRelease,
                       prior_prec, num: int, floor: float = 0.0) -> jax.Array:
     """Draws from the noise-aware posterior of the last round (post-processing only).
 
@@ -303,8 +516,8 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, grad_sigma: float, hess_sigma:
         Public randomness.
     theta_k, g_rel, h_rel : arrays
         The last round's public point and released gradient and Hessian sums.
-    grad_sigma, hess_sigma : float
-        Their noise sds.
+    grad, hess : GLMRelease
+        Their releases (mechanism and noise scale).
     prior_prec : (d, d) array
         Prior precision (Gaussian prior centred at 0).
     num : int
@@ -316,8 +529,8 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, grad_sigma: float, hess_sigma:
 
     def one(k):
         k1, k2, k3 = jax.random.split(k, 3)
-        g = g_rel - grad_sigma * jax.random.normal(k1, (d,), jnp.float64)
-        h = _psd(h_rel - hess_sigma * jax.random.normal(k2, (d, d), jnp.float64), floor)
+        g = g_rel - _noise_draw(k1, grad)
+        h = _psd(h_rel - _noise_draw(k2, hess), floor)
         q = h + prior_prec
         chol = jnp.linalg.cholesky(q)
         mean = theta_k + jax.scipy.linalg.cho_solve((chol, True), g - prior_prec @ theta_k)
@@ -328,7 +541,8 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, grad_sigma: float, hess_sigma:
     return jax.vmap(one)(jax.random.split(key, num))
 
 
-def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 4, draws: int = 1000, noise: Optional[NoiseSource] = None) -> dict:
+def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 4,
+        draws: int = 1000, noise: Optional[NoiseSource] = None) -> dict:
     """Run the releases on ``data`` and draw from the noise-aware posterior.
 
     Parameters
@@ -339,7 +553,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         Rows ``(1, x_s..., y)`` of the scaled design, ``x_s ∈ [-1, 1]`` (logistic ``y ∈ {0, 1}``,
         linear ``y ∈ [-1, 1]``).
     plan : GLMReleasePlan
-        From :func:`release_plan` (public inputs only): family, n, d, the bounds and the σ's.
+        From :func:`release_plan` (public inputs only): family, n, d, the mechanisms.
     prior_sd : float
         Sd of the independent N(0, prior_sd²) prior on each scaled coefficient.
     chains, draws : int
@@ -364,10 +578,10 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         k_noise, k_draw = jax.random.split(key)
         thetas, gs, hs = jax.jit(_releases, static_argnums=(3,))(k_noise, X, y, plan, prior_prec,
                                                                  noise)
-        out = jax.jit(noise_aware_draws, static_argnums=(7,))(
-            k_draw, thetas[-1], gs[-1], hs[-1], plan.grad_sigma[-1], plan.hess_sigma[-1],
-            prior_prec, chains * draws,
-            hessian_floor(plan.hess_sigma[-1], plan.d, plan.draw_floor_factor))
+        grad, hess = plan.gradients[-1], plan.hessians[-1]
+        out = jax.jit(noise_aware_draws, static_argnums=(4, 5, 7))(
+            k_draw, thetas[-1], gs[-1], hs[-1], grad, hess, prior_prec, chains * draws,
+            hessian_floor(hess.noise_sd, plan.d, plan.draw_floor_factor))
         return {"samples": np.asarray(out).reshape(chains, draws, plan.d),
                 "thetas": np.asarray(thetas), "gradients": np.asarray(gs),
                 "hessians": np.asarray(hs)}
