@@ -109,7 +109,8 @@ def test_sampler_path_starts_privately_by_default_with_epsilon():
     assert res.privacy.epsilon <= 20.0
     given = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, theta0=np.zeros(4), **kw)
     assert not any(m["name"].startswith("private initialisation") for m in given.privacy.mechanisms)
-    assert given.samples.shape[1] > res.samples.shape[1]      # the start's share buys iterations
+    # The start's share buys iterations (warm-up included: the table path warms up by default).
+    assert given.plan.iterations > res.plan.iterations
 
 
 def test_default_clips():
@@ -330,3 +331,63 @@ def test_cli_sample_default_is_the_noise_aware_glm(files):
     res = dpmcmc.load(out)
     assert res.algorithm == "noise-aware-glm" and res.privacy.epsilon <= 4.0
     assert res.samples.shape == (4, 1000, 4)
+
+
+@pytest.mark.parametrize("n, d", [(10_000, 3), (22_272, 4), (500, 8)])
+def test_sampler_defaults_meet_their_public_rules(n, d):
+    """The table path's sampler defaults, checked through dpmcmc.plan (public inputs only): the
+    dp-penalty and dp-hmc penalty tests cap acceptance at the target for the typical move, DP-HMC's
+    gradient noise moves the momentum by the target per trajectory, and DP-SGLD's noise
+    multiplier buys the target iterations under RDP with the privacy noise per step at most the
+    target fraction of the Langevin noise."""
+    from dpmcmc import tabular
+
+    D = d + 1
+    for alg in ("dp-penalty", "dp-hmc"):
+        p = tabular.sampler_defaults(alg, "logistic", n, d)
+        lines = {ln.name: ln for ln in
+                 dpmcmc.plan(D, n, alg, iterations=100, delta=1e-6, theta0=np.zeros(D), **p).noise}
+        ceiling = next(ln for ln in lines.values() if ln.reference.startswith("acceptance ceiling"))
+        assert ceiling.ratio == pytest.approx(tabular.TARGET_CEILING, rel=1e-6)
+        if alg == "dp-hmc":
+            assert lines["gradient"].ratio == pytest.approx(tabular.TARGET_KICK, rel=1e-6)
+        # With a budget: never fewer than MIN_DEFAULT_ITERATIONS per chain; the τ's are raised
+        # above the rule (more noise) only when the rule's would buy fewer.
+        pb = tabular.sampler_defaults(alg, "logistic", n, d, epsilon=4.0, delta=1e-6, chains=4)
+        budget_plan = dpmcmc.plan(D, n, alg, epsilon=4.0, delta=1e-6, chains=4, **pb)
+        assert budget_plan.iterations >= tabular.MIN_DEFAULT_ITERATIONS
+        key = "tau" if alg == "dp-penalty" else "tau_l"
+        if pb[key] > p[key] * (1 + 1e-12):
+            assert budget_plan.iterations <= 1.2 * tabular.MIN_DEFAULT_ITERATIONS + 1
+    p = tabular.sampler_defaults("dp-sgld", "logistic", n, d, epsilon=4.0, delta=1e-6, chains=4)
+    its = dpmcmc.accounting.max_iterations("dp-sgld", 4.0, 1e-6, n, chains=4, accountant="rdp",
+                                           noise_multiplier=p["noise_multiplier"],
+                                           batch_size=p["batch_size"])
+    assert its >= tabular.TARGET_LANGEVIN_ITERATIONS
+    less = dpmcmc.accounting.max_iterations("dp-sgld", 4.0, 1e-6, n, chains=4, accountant="rdp",
+                                            noise_multiplier=p["noise_multiplier"] / 1.02,
+                                            batch_size=p["batch_size"])
+    assert less < tabular.TARGET_LANGEVIN_ITERATIONS  # the smallest such multiplier, to 2 %
+    (line,) = dpmcmc.plan(D, n, "dp-sgld", epsilon=4.0, delta=1e-6, **p).noise
+    assert line.ratio <= tabular.TARGET_SGLD_RATIO * (1 + 1e-9)
+    # Without a budget the Langevin samplers get no defaults (their noise follows from it).
+    assert tabular.sampler_defaults("dp-sgld", "logistic", n, d) == {}
+
+
+def test_glm_sampler_path_uses_the_defaults_and_warms_up():
+    """`--algorithm dp-penalty` with no tuning flag: runs with the rule-derived τ, clip and
+    proposal, spends the first half of the budget's iterations adapting the proposal scale, and
+    keeps every argument the user does give."""
+    from dpmcmc import tabular
+
+    df = _table(300)
+    kw = dict(target="default", bounds=BOUNDS, algorithm="dp-penalty", chains=2, progress=False,
+              epsilon=30.0, delta=1e-3, key=jax.random.key(2))
+    res = dpmcmc.glm(df, "logistic", **kw)
+    expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
+                                      chains=2)
+    assert res.plan.params["tau"] == pytest.approx(expect["tau"])
+    assert res.plan.warmup == res.plan.iterations // 2 > 0
+    assert res.samples.shape[1] == res.plan.iterations - res.plan.warmup
+    mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, **kw)
+    assert mine.plan.params["tau"] == 0.5 and mine.plan.warmup == 0

@@ -567,7 +567,13 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         ``samples`` (chains, draws, d) on the scaled design, and the released values
         ``thetas`` (K, d), ``gradients`` (K, d), ``hessians`` (K, d, d).
     """
+    from dpmcmc import _compile_cache
+
     noise = NoiseSource() if noise is None else noise
+    # The two programs take the data, keys and secret as arguments (the plan's public noise
+    # scales are their only constants), so a new process may load them from JAX's persistent
+    # cache like the samplers' programs (docs/compile_cache.md).
+    _compile_cache.ensure_persistent_cache()
     with jax.enable_x64(True):
         arr = jnp.asarray(np.asarray(data, dtype=np.float64))
         X, y = arr[:, :-1], arr[:, -1]
