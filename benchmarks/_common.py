@@ -18,24 +18,31 @@ def autodiff_model(model: Model) -> Model:
 
 
 def make_runner(kernel, iters):
-    """``iters`` iterations of ``kernel`` over all chains in one compiled scan.
+    """``run(state, key, data)``: ``iters`` iterations of ``kernel`` over all chains in one
+    compiled scan.
 
-    Like the library's chain driver, it returns every iteration's position and whole ``Info``
+    Like the library's chain driver, it passes the data as an argument of the compiled program
+    (never a constant in it) and returns every iteration's position and whole ``Info``
     (acceptance, clip fraction, divergence): returning less would let XLA drop work a real run
     does (the clip counts were dead code in an earlier version of the benchmarks).
     """
-    step_all = jax.vmap(kernel.step)
+    step_all = jax.vmap(kernel.step, in_axes=(0, 0, None))
 
     @jax.jit
-    def run(state, key):
+    def run(state, key, data):
         def body(s, t):
             keys = jax.random.split(jax.random.fold_in(key, t), s.position.shape[0])
-            s, info = step_all(keys, s)
+            s, info = step_all(keys, s, data)
             return s, (s.position, info)
 
         return jax.lax.scan(body, state, jnp.arange(iters))
 
     return run
+
+
+def init_all(kernel, theta, data):
+    """The initial states of every chain (rows of ``theta``) on ``data``, compiled."""
+    return jax.jit(jax.vmap(kernel.init, in_axes=(0, None)))(theta, data)
 
 
 def rowsum(rows):

@@ -45,7 +45,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from _common import autodiff_model, make_runner, record_functions  # noqa: E402
+from _common import autodiff_model, init_all, make_runner, record_functions  # noqa: E402
 from dpmcmc.models import preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
@@ -131,11 +131,12 @@ def limit_programs(name: str, model: Model, data: np.ndarray, params: dict, algo
 
 
 def ours_program(model: Model, data, algorithm: str, params: dict, iters: int):
-    """The library kernel: ``iters`` iterations of 4 chains in one compiled scan."""
+    """The library kernel: ``iters`` iterations of 4 chains in one compiled scan, and its data
+    laid out by the algorithm (an argument of the program, as in a run)."""
     spec = ALGORITHMS[algorithm]
     prepared = spec.prepare(dict(params), model, int(data.shape[0]))
-    kernel = spec.build(model, jnp.asarray(data), prepared)
-    return make_runner(kernel, iters), kernel
+    kernel = spec.build(model, prepared)
+    return make_runner(kernel, iters), kernel, spec.layout(data, prepared, model)
 
 
 def bench(names, rounds: int, min_batch_s: float, log=print):
@@ -151,14 +152,14 @@ def bench(names, rounds: int, min_batch_s: float, log=print):
             limits = limit_programs(name, p.model, data, params, algorithm)
             ours = {}
             for path, model in (("autodiff", autodiff_model(p.model)), ("preset", p.model)):
-                run, kernel = ours_program(model, data, algorithm, params, iters)
-                state = jax.jit(jax.vmap(kernel.init))(theta)
-                ours[path] = (run, state)
+                run, kernel, laid_out = ours_program(model, data, algorithm, params, iters)
+                ours[path] = (run, init_all(kernel, theta, laid_out), laid_out)
             series = {f"ours {k}": [] for k in ours} | {f"limit {k}": [] for k in limits}
             for r in range(rounds):
-                for path, (run, state) in ours.items():
+                for path, (run, state, laid_out) in ours.items():
                     series[f"ours {path}"].append(
-                        1e3 * wall_time(run, state, jax.random.key(r), min_batch_s=min_batch_s) / iters)
+                        1e3 * wall_time(run, state, jax.random.key(r), laid_out,
+                                        min_batch_s=min_batch_s) / iters)
                 for layout, prog in limits.items():
                     series[f"limit {layout}"].append(1e3 * wall_time(prog, theta, min_batch_s=min_batch_s))
             limit = np.min([series[f"limit {k}"] for k in limits], axis=0)  # best layout per round

@@ -2,8 +2,9 @@
 
 For DP penalty and DP-HMC on a Gaussian model, runs the chain driver with and without the
 secret ChaCha20 key and reports the time per iteration of each and their ratio. Compilation is
-excluded: the driver's compiled chunk function (``lax.scan`` over ``--length`` iterations,
-``vmap`` over chains) is built and warmed up once per variant, then timed. Variants are timed in
+excluded: each variant runs once through the public driver (``run_chains`` with a
+``cache_key``, one compiled chunk of ``--length`` iterations: ``lax.scan`` over iterations,
+``vmap`` over chains), then its later calls reuse that program and are timed. Variants are timed in
 turn (interleaved) and medians are reported, so machine load affects both alike.
 
 The extra work of secure mode is per release and does not depend on n: two ChaCha20 blocks to
@@ -27,8 +28,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from dpmcmc.models.base import Model  # noqa: E402
-from dpmcmc.samplers import ALGORITHMS  # noqa: E402
-from dpmcmc.samplers._driver import _make_chunk_runner  # noqa: E402
+from dpmcmc.samplers import ALGORITHMS, run_chains  # noqa: E402
 from dpmcmc.secure import secure_key  # noqa: E402
 
 
@@ -41,30 +41,33 @@ def setup(algorithm: str, n: int, dim: int):
         "dp-hmc": dict(tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.01, leapfrog_steps=10),
     }[algorithm]
     spec = ALGORITHMS[algorithm]
-    return spec.build(model, data, spec.prepare(params, model, n))
+    prepared = spec.prepare(params, model, n)
+    # The kernel builder (its noise source left open for secure mode) and the laid-out data.
+    return (lambda noise: spec.build(model, prepared, noise)), spec.layout(data, prepared, model)
 
 
-def compiled_chunk(kernel, theta0, length, secure):
-    """The driver's compiled chunk function and its arguments, compiled once (warm-up call)."""
-    chain_keys = jax.random.split(jax.random.key(1), theta0.shape[0])
-    state = jax.jit(jax.vmap(kernel.init))(theta0)
-    runner, _ = _make_chunk_runner(kernel, length, state, chain_keys, secure)
-    secret = secure_key(7).words if secure else jnp.zeros(8, jnp.uint32)
-    args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret)
-    jax.block_until_ready(runner(*args))
-    return runner, args
+def warmed_run(algorithm, build, data, theta0, length, secure):
+    """``run()``: one chain-driver run of ``length`` iterations, compiled once (warm-up call)."""
+    secret = secure_key(7).words if secure else None
+
+    def run():
+        return run_chains(build, theta0, jax.random.key(1), length, data=data, progress=False,
+                          secure_secret=secret, cache_key=("bench_secure_mode", algorithm))
+
+    jax.block_until_ready(run())
+    return run
 
 
 def per_iteration(algorithm: str, n: int, dim: int, chains: int, length: int, repeats: int) -> dict:
-    kernel = setup(algorithm, n, dim)
+    build, data = setup(algorithm, n, dim)
     theta0 = jnp.zeros((chains, dim))
-    variants = {"default": compiled_chunk(kernel, theta0, length, False),
-                "secure": compiled_chunk(kernel, theta0, length, True)}
+    variants = {"default": warmed_run(algorithm, build, data, theta0, length, False),
+                "secure": warmed_run(algorithm, build, data, theta0, length, True)}
     samples = {name: [] for name in variants}
     for _ in range(repeats):
-        for name, (runner, args) in variants.items():
+        for name, run in variants.items():
             t0 = time.perf_counter()
-            jax.block_until_ready(runner(*args))
+            jax.block_until_ready(run())
             samples[name].append((time.perf_counter() - t0) / length)
     return {name: statistics.median(v) for name, v in samples.items()}
 

@@ -101,23 +101,25 @@ def sampler_params(p, algorithm, b=BATCH):
 
 
 def sampler_runner(model, data, algorithm, params, iters):
-    """A jitted ``iters``-iteration run of 4 chains (scan of a vmapped step) and its state."""
+    """A jitted ``iters``-iteration run of 4 chains (scan of a vmapped step) and its arguments:
+    the state, a key and the data (rows or ``ShardedRows``), an argument as in a real run."""
     spec = ALGORITHMS[algorithm]
     prepared = spec.prepare(dict(params), model, int(data.shape[0]))
-    kernel = spec.build(model, data, prepared)
-    state = jax.jit(jax.vmap(kernel.init))(jnp.broadcast_to(jnp.asarray([0.0, 3.0]), (CHAINS, 2)))
-    step_all = jax.vmap(kernel.step)
+    kernel = spec.build(model, prepared)
+    state = jax.jit(jax.vmap(kernel.init, in_axes=(0, None)))(
+        jnp.broadcast_to(jnp.asarray([0.0, 3.0]), (CHAINS, 2)), data)
+    step_all = jax.vmap(kernel.step, in_axes=(0, 0, None))
 
     @jax.jit
-    def run(state, key):
+    def run(state, key, data):
         def body(s, t):
             keys = jax.random.split(jax.random.fold_in(key, t), CHAINS)
-            s, info = step_all(keys, s)
+            s, info = step_all(keys, s, data)
             return s, info.accepted
 
         return jax.lax.scan(body, state, jnp.arange(iters))
 
-    return run, (state, jax.random.key(0))
+    return run, (state, jax.random.key(0), data)
 
 
 # ---------------------------------------------------------------- the fused per-batch data work

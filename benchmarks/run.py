@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from _timing import cpu_time  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-from _common import autodiff_model, make_runner, record_functions, rowsum  # noqa: E402,F401
+from _common import autodiff_model, init_all, make_runner, record_functions, rowsum  # noqa: E402,F401
 
 jax.config.update("jax_enable_x64", True)
 
@@ -70,16 +70,18 @@ def time_sampler(model, data, algorithm, params, theta0, iters, reps=3):
     """CPU and wall ms per iteration, and XLA's temporary buffer bytes, of ``iters`` iterations."""
     spec = ALGORITHMS[algorithm]
     prepared = spec.prepare(dict(params), model, int(data.shape[0]))
-    kernel = spec.build(model, data, prepared)
-    state = jax.jit(jax.vmap(kernel.init))(theta0)
+    # Laid out once, as a run does (data already laid out are kept, with their pass switches).
+    data = spec.layout(data, prepared, model)
+    kernel = spec.build(model, prepared)
+    state = init_all(kernel, theta0, data)
     run = make_runner(kernel, iters)
     key = jax.random.key(0)
     temp = None
     try:
-        temp = run.lower(state, key).compile().memory_analysis().temp_size_in_bytes
+        temp = run.lower(state, key, data).compile().memory_analysis().temp_size_in_bytes
     except Exception:  # memory_analysis is best-effort on some backends
         pass
-    cpu, wall = cpu_time(run, state, key, reps=reps)
+    cpu, wall = cpu_time(run, state, key, data, reps=reps)
     return 1e3 * cpu / iters, 1e3 * wall / iters, temp
 
 
@@ -309,7 +311,7 @@ def ideas(quick, log):
             options = params.pop("options", {})
             if params.get("block_size") == 10**9:
                 params["block_size"] = int(p.data.shape[0])
-            # The blocks the builder would lay out itself, with the variant's pass switches:
+            # The blocks the algorithm's layout would make, with the variant's pass switches:
             # they travel with the data (static pytree fields), so no global state is flipped
             # and no compiled pass of another variant can be reused.
             data = prepare_data(p.data, model=model, block_size=params.get("block_size"),
@@ -396,10 +398,10 @@ import json, sys, time
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, {bench_dir!r})
-from run import autodiff_model, make_runner, cpu_time, sampler_params
+from run import autodiff_model, init_all, make_runner, cpu_time, sampler_params
 from dpmcmc.models import preset
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers._sharding import data_mesh, shard_data
+from dpmcmc.samplers._sharding import data_mesh
 p = preset("banana-2d", n={n})
 model = autodiff_model(p.model)
 res = {{}}
@@ -409,11 +411,11 @@ for algorithm, iters in (("dp-penalty", 10), ("dp-hmc", 2)):
         params["leapfrog_steps"] = 5
     spec = ALGORITHMS[algorithm]
     pr = spec.prepare(params, model, p.data.shape[0])
-    data = shard_data(p.data, data_mesh(), model=model, grad_dtype=pr.get("grad_dtype"))
-    k = spec.build(model, data, pr)
-    st = jax.jit(jax.vmap(k.init))(jnp.broadcast_to(p.theta_true, (4, 2)))
+    data = spec.layout(p.data, pr, model, mesh=data_mesh())
+    k = spec.build(model, pr)
+    st = init_all(k, jnp.broadcast_to(p.theta_true, (4, 2)), data)
     run = make_runner(k, iters)
-    cpu, wall = cpu_time(run, st, jax.random.key(0))
+    cpu, wall = cpu_time(run, st, jax.random.key(0), data)
     res[algorithm] = {{"ms_cpu": 1e3 * cpu / iters, "ms_wall": 1e3 * wall / iters}}
 print("RESULT" + json.dumps({{"devices": len(jax.devices()), **res}}))
 """

@@ -32,9 +32,9 @@ EPSILON, DELTA, FAST_TRIALS = 3.0, 1e-5, 200_000
 ENTRY = AUDITS["dp-barker"]
 
 
-def _kernel(data, p, **pieces):
+def _kernel(p, **pieces):
     design = ENTRY.design(p["batch_size"] // 2)
-    return tapped_dp_barker(design.model, data, p["batch_size"], p["n0"],
+    return tapped_dp_barker(design.model, p["batch_size"], p["n0"],
                             jnp.asarray(p["proposal_std"]), p["mode"], **pieces)
 
 
@@ -55,11 +55,11 @@ def test_noiseless_releases_are_the_assumed_means_and_variances():
     design, p = _prepared(52)
     b = p["batch_size"]
     for data, prime in ((design.data, False), (design.data_prime, True)):
-        kernel = _kernel(data, p, mechanism=noiseless_mechanism, correction=logistic_correction)
+        kernel = _kernel(p, mechanism=noiseless_mechanism, correction=logistic_correction)
         step = jax.jit(kernel.transition)
-        s = kernel.init(design.theta0)
+        s = kernel.init(design.theta0, data)
         for t in range(6):
-            s, info, taps = step(jax.random.fold_in(jax.random.key(7), t), s)
+            s, info, taps = step(jax.random.fold_in(jax.random.key(7), t), s, data)
             sign = float(np.sign(taps["theta_new"][0] - taps["theta"][0]))
             assert float(info.clip_fraction) == 1.0
             if prime:
@@ -72,13 +72,14 @@ def test_noiseless_releases_are_the_assumed_means_and_variances():
 
 def test_audit_tap_leaves_the_chain_unchanged():
     design, p = _prepared(52)
-    tapped = _kernel(design.data, p)
-    plain = ALGORITHMS["dp-barker"].build(design.model, design.data, p)
-    st, sp = tapped.init(design.theta0), plain.init(design.theta0)
+    tapped = _kernel(p)
+    plain = ALGORITHMS["dp-barker"].build(design.model, p)
+    data = design.data
+    st, sp = tapped.init(design.theta0, data), plain.init(design.theta0, data)
     for t in range(6):
         k = jax.random.fold_in(jax.random.key(3), t)
-        st, it, _ = tapped.transition(k, st)
-        sp, ip = plain.step(k, sp)
+        st, it, _ = tapped.transition(k, st, data)
+        sp, ip = plain.step(k, sp, data)
         np.testing.assert_array_equal(np.asarray(st.position), np.asarray(sp.position))
         assert bool(it.accepted) == bool(ip.accepted)
 

@@ -41,19 +41,19 @@ def _steps(algorithm, data, scale, iterations, key, tapped=True, noise=None):
     spec = ALGORITHMS[algorithm]
     p = spec.prepare(entry.params(scale), design.model, SUBSAMPLED_N)
     if tapped:
-        kernel = entry.tapped(design.model, data, p, noise)
+        kernel = entry.tapped(design.model, p, noise)
         step = jax.jit(kernel.transition)
     else:
-        kernel = spec.build(design.model, data, p, noise=noise)
+        kernel = spec.build(design.model, p, noise=noise)
         step = jax.jit(kernel.step)
-    s = kernel.init(design.theta0)
+    s = kernel.init(design.theta0, data)
     out = []
     for t in range(iterations):
         if tapped:
-            s, info, taps = step(jax.random.fold_in(key, t), s)
+            s, info, taps = step(jax.random.fold_in(key, t), s, data)
             out.append((s, (info, taps)))
         else:
-            s, info = step(jax.random.fold_in(key, t), s)
+            s, info = step(jax.random.fold_in(key, t), s, data)
             out.append((s, info))
     return p, out
 

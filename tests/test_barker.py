@@ -238,10 +238,10 @@ def test_nan_ratios_are_clipped_and_nan_priors_rejected():
     model = Model(log_likelihood=lambda th, x: jnp.log(th[0]) * x[0],
                   log_prior=lambda th: jnp.where(th[0] < -1.0, jnp.nan, 0.0), dim=1)
     data = jnp.ones((40, 1))
-    kernel = build_dp_barker(model, data, 20, 40.0, jnp.array([3.0]))
-    state = kernel.init(jnp.array([0.5]))
+    kernel = build_dp_barker(model, 20, 40.0, jnp.array([3.0]))
+    state = kernel.init(jnp.array([0.5]), data)
     keys = jax.random.split(jax.random.key(0), 500)
-    states, infos = jax.jit(jax.vmap(kernel.step, in_axes=(0, None)))(keys, state)
+    states, infos = jax.jit(jax.vmap(kernel.step, in_axes=(0, None, None)))(keys, state, data)
     pos = np.asarray(states.position[:, 0])
     clip = np.asarray(infos.clip_fraction)
     div = np.asarray(infos.diverged)
@@ -274,9 +274,10 @@ def _exactness_pvalue(final, mean, sd):
 CHAIN_ALPHA = 1e-3
 
 
-def _run_from_posterior(kernel, mean, sd, chains, iterations, seed):
+def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed):
     theta0 = jnp.asarray(mean + sd * np.random.default_rng(1000 + seed).normal(size=(chains, 1)))
-    pos, info = run_chains(kernel, theta0, jax.random.key(seed), iterations, progress=False)
+    pos, info = run_chains(kernel, theta0, jax.random.key(seed), iterations, data=data,
+                           progress=False)
     return np.asarray(pos[:, -1]), info
 
 
@@ -290,9 +291,9 @@ def test_exact_limit_chain_is_exact(exact):
     must pass too. The guided walk is used: it exercises the direction bookkeeping as well.
     """
     model, data, mean, sd = _gaussian_problem(200, 20.0, identical=True)
-    kernel = tapped_dp_barker(model, data, 200, 20.0, jnp.array([0.2]), "guided-walk",
+    kernel = tapped_dp_barker(model, 200, 20.0, jnp.array([0.2]), "guided-walk",
                               **_exact_logistic(exact)).kernel()
-    final, info = _run_from_posterior(kernel, mean, sd, 400, 40, seed=21 + exact)
+    final, info = _run_from_posterior(kernel, data, mean, sd, 400, 40, seed=21 + exact)
     assert float(jnp.mean(info.clip_fraction)) == 0.0
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
@@ -306,13 +307,13 @@ def test_subsampled_chain_targets_the_tempered_posterior():
     does not (power check)."""
     n, b, n0 = 4000, 400, 20.0
     model, data, mean, sd = _gaussian_problem(n, n0, seed=5)
-    kernel = build_dp_barker(model, data, b, n0, jnp.array([0.15]))
-    final, info = _run_from_posterior(kernel, mean, sd, 300, 40, seed=31)
+    kernel = build_dp_barker(model, b, n0, jnp.array([0.15]))
+    final, info = _run_from_posterior(kernel, data, mean, sd, 300, 40, seed=31)
     assert float(jnp.mean(info.clip_fraction)) < 1e-3
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
-    wrong = build_dp_barker(model, data, b, 4 * n0, jnp.array([0.15]))
-    final_w, _ = _run_from_posterior(wrong, mean, sd, 300, 40, seed=31)
+    wrong = build_dp_barker(model, b, 4 * n0, jnp.array([0.15]))
+    final_w, _ = _run_from_posterior(wrong, data, mean, sd, 300, 40, seed=31)
     assert _exactness_pvalue(final_w, mean, sd) < CHAIN_ALPHA
 
 
@@ -320,12 +321,12 @@ def test_subsampled_chain_targets_the_tempered_posterior():
 
 def test_audit_tap_reports_the_release_and_does_not_change_the_chain():
     model, data, mean, sd = _gaussian_problem(300, 30.0, seed=2)
-    plain = build_dp_barker(model, data, 30, 30.0, jnp.array([0.2]))
-    tapped = tapped_dp_barker(model, data, 30, 30.0, jnp.array([0.2]))
-    state = plain.init(jnp.array([mean]))
+    plain = build_dp_barker(model, 30, 30.0, jnp.array([0.2]))
+    tapped = tapped_dp_barker(model, 30, 30.0, jnp.array([0.2]))
+    state = plain.init(jnp.array([mean]), data)
     key = jax.random.key(4)
-    s1, info1 = jax.jit(plain.step)(key, state)
-    s2, info2, taps = jax.jit(tapped.transition)(key, state)
+    s1, info1 = jax.jit(plain.step)(key, state, data)
+    s2, info2, taps = jax.jit(tapped.transition)(key, state, data)
     np.testing.assert_array_equal(s1.position, s2.position)
     assert bool(info1.accepted) == bool(info2.accepted)
     assert set(taps) == {"delta", "noise_variance", "theta", "theta_new", "batch"}

@@ -17,7 +17,7 @@ def gaussian_setup(n=100, dim=2, seed=0):
 
 def kernel_for(name, model, data, **params):
     spec = ALGORITHMS[name]
-    return spec.build(model, data, spec.prepare(params, model, data.shape[0]))
+    return spec.build(model, spec.prepare(params, model, data.shape[0]))
 
 
 PARAMS = {
@@ -41,22 +41,24 @@ def test_chunking_does_not_change_draws(name, chunks):
     kernel = kernel_for(name, model, data, **PARAMS[name])
     theta0 = jnp.zeros((3, 2))
     key = jax.random.key(42)
-    ref_pos, ref_info = run_chains(kernel, theta0, key, 23, progress=False)
+    ref_pos, ref_info = run_chains(kernel, theta0, key, 23, data=data, progress=False)
     assert ref_pos.shape == (3, 23, 2)
     for chunk in chunks:
-        pos, info = run_chains(kernel, theta0, key, 23, progress=False, chunk_size=chunk)
+        pos, info = run_chains(kernel, theta0, key, 23, data=data, progress=False, chunk_size=chunk)
         np.testing.assert_array_equal(np.asarray(pos), np.asarray(ref_pos))
         for a, b in zip(info, ref_info):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # Another key, other draws.
-    other, _ = run_chains(kernel, theta0, jax.random.key(43), 23, progress=False, chunk_size=chunks[0])
+    other, _ = run_chains(kernel, theta0, jax.random.key(43), 23, data=data, progress=False,
+                          chunk_size=chunks[0])
     assert not np.array_equal(np.asarray(other), np.asarray(ref_pos))
 
 
 def test_outputs_are_numpy_convertible_with_documented_shapes():
     model, data = gaussian_setup()
     kernel = kernel_for("dp-hmc", model, data, **PARAMS["dp-hmc"])
-    pos, info = run_chains(kernel, np.zeros((4, 2)), jax.random.key(0), 11, progress=False)
+    pos, info = run_chains(kernel, np.zeros((4, 2)), jax.random.key(0), 11, data=data,
+                           progress=False)
     assert np.asarray(pos).shape == (4, 11, 2)
     for field in ("accepted", "clip_fraction", "diverged", "grad_clip_fraction", "step_size"):
         assert np.asarray(getattr(info, field)).shape == (4, 11)
@@ -74,16 +76,16 @@ def test_chains_are_independent_and_match_single_chain_runs():
     kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
     chains, iters = 40, 200
     key = jax.random.key(7)
-    pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, progress=False)
+    pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, data=data, progress=False)
     pos = np.asarray(pos)
     # Chain c is exactly the single-chain run with key split(key, chains)[c].
     keys = jax.random.split(key, chains)
     for c in (0, 17):
-        state = kernel.init(jnp.zeros(2))
+        state = kernel.init(jnp.zeros(2), data)
         single = []
         step = jax.jit(kernel.step)
         for t in range(iters):
-            state, _ = step(jax.random.fold_in(keys[c], t), state)
+            state, _ = step(jax.random.fold_in(keys[c], t), state, data)
             single.append(np.asarray(state.position))
         np.testing.assert_allclose(np.stack(single), pos[c], rtol=1e-12, atol=1e-14)
     # Identical starting points, yet the chains differ, and increments of different chains are
@@ -100,23 +102,24 @@ def test_iterations_are_compiled_not_a_python_loop():
     inner = kernel_for("dp-penalty", model, data, **PARAMS["dp-penalty"])
     traces = []
 
-    def step(key, state):
+    def step(key, state, data):
         traces.append(1)  # runs only while tracing
-        return inner.step(key, state)
+        return inner.step(key, state, data)
 
     kernel = Kernel(inner.init, step)
-    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, progress=False)
+    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data, progress=False)
     assert len(traces) <= 2  # traced for the shape of Info, and once for the compiled scan
     traces.clear()
     # 1000 iterations in chunks of 300 (the last one partial): still one compilation.
-    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, progress=False, chunk_size=300)
+    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data, progress=False,
+               chunk_size=300)
     assert len(traces) <= 2
 
 
 def test_progress_bar_shows_only_iteration_counts(capsys):
     model, data = gaussian_setup()
     kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
-    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 40, progress=True)
+    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 40, data=data, progress=True)
     assert pos.shape == (2, 40, 2)
     out = capsys.readouterr()
     text = out.out + out.err
@@ -135,14 +138,15 @@ def test_driver_argument_errors(kwargs, match):
     kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
     n_it = kwargs.pop("num_iterations")
     with pytest.raises(ValueError, match=match):
-        run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), n_it, progress=False, **kwargs)
+        run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), n_it, data=data, progress=False,
+                   **kwargs)
 
 
 def test_theta0_must_be_two_dimensional():
     model, data = gaussian_setup()
     kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
     with pytest.raises(ValueError, match="theta0"):
-        run_chains(kernel, jnp.zeros(2), jax.random.key(0), 5, progress=False)
+        run_chains(kernel, jnp.zeros(2), jax.random.key(0), 5, data=data, progress=False)
 
 
 def test_info_contract_fields():
@@ -161,8 +165,9 @@ P = {"rwmh": dict(proposal_std=0.1), "hmc": dict(step_size=0.05, leapfrog_steps=
      "dp-hmc": dict(tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.05, leapfrog_steps=3)}
 for name, p in P.items():
     spec = ALGORITHMS[name]
-    kernel = spec.build(model, data, spec.prepare(p, model, 50))
-    pos, info = run_chains(kernel, np.zeros((2, 2)), jax.random.key(0), 30, progress=False)
+    kernel = spec.build(model, spec.prepare(p, model, 50))
+    pos, info = run_chains(kernel, np.zeros((2, 2)), jax.random.key(0), 30, data=data,
+                           progress=False)
     # The run is traced with 64-bit types scoped to it (privacy noise is float64 always; was
     # float32 here, the bug fixed), and the global setting stays off.
     assert pos.dtype == jnp.float64, (name, pos.dtype)

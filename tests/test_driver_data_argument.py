@@ -2,13 +2,15 @@
 
 ``jax.jit`` embeds every concrete array a traced function closes over as a constant of the
 compiled program, so a kernel closing over its data would copy all ``n`` rows into the executable
-(and, under a mesh, into every device's program). ``dpmcmc.sample`` therefore hands the driver a
-kernel builder and the laid-out data (``run_chains(build, ..., data=...)``), and the kernel is
-built inside the compiled program on the traced data. Checked here on the optimised HLO text of
-the compiled chunk program: no constant has as many elements as the data have rows, the data are
-entry parameters, and the old closure path does hold the full-size constant (so the check can
-fail). The draws are bit-identical to those of the closure path: the same operations run on the
-same values, only read from a parameter instead of a constant.
+(and, under a mesh, into every device's program). Kernels therefore take their data as an
+argument (``step(key, state, data)``), ``dpmcmc.sample`` lays the data out once and hands them
+to the driver (``run_chains(kernel, ..., data=...)``), which passes them to the compiled program
+as a parameter. Checked here on the optimised HLO text of the compiled chunk program: no
+constant has as many elements as the data have rows, the data are entry parameters, and the
+same kernel with its data closed over (the path kernels took before they took data as an
+argument) does hold the full-size constant (so the check can fail). The draws are bit-identical
+to those of the closure path: the same operations run on the same values, only read from a
+parameter instead of a constant.
 """
 from __future__ import annotations
 
@@ -66,24 +68,33 @@ def banana():
     return p.model, api.validate_data(p.data), np.tile(np.asarray(p.theta_true), (CHAINS, 1))
 
 
+def closed_over(kernel, data):
+    """``kernel`` with ``data`` closed over: the data become constants of any program traced
+    from it, as when kernels held their data by closure. Its own data argument is ignored."""
+    return Kernel(lambda theta, _data: kernel.init(theta, data),
+                  lambda key, state, _data: kernel.step(key, state, data))
+
+
 def both_paths(algorithm, model, data):
-    """The run's kernel as ``dpmcmc.sample`` builds it (its plan's), and the old closure kernel."""
+    """The run as ``dpmcmc.sample`` runs it (its plan: kernel builder, laid-out data, compile-cache
+    key), and the same kernel closing over the same laid-out data."""
     planned = api.plan_run(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, delta=1e-5,
                            key=jax.random.key(0), progress=False, **PARAMS[algorithm])
-    bound = planned.kernel()
-    closure = ALGORITHMS[algorithm].build(model, jnp.asarray(data), planned.params)
-    return bound, closure
+    laid_out = planned.layout()
+    closure = closed_over(ALGORITHMS[algorithm].build(model, planned.params), laid_out)
+    return planned, laid_out, closure
 
 
 @pytest.mark.parametrize("algorithm", sorted(PARAMS))
 def test_compiled_run_holds_no_data_constant(banana, algorithm):
     model, data, theta0 = banana
-    bound, closure = both_paths(algorithm, model, data)
+    planned, laid_out, closure = both_paths(algorithm, model, data)
     key = jax.random.key(1)
     # The run's kernel as dpmcmc.sample builds it, compiled through the driver's program cache
     # for a run of ITERATIONS (as test_sample_draws_equal_the_closure_path runs it): that test
     # then reuses this program instead of compiling it again.
-    new = compiled_chunk(bound, theta0, key, ITERATIONS).as_text()
+    new = compiled_chunk(planned.build, theta0, key, ITERATIONS, data=laid_out,
+                         cache_key=planned.cache_key).as_text()
     old = compiled_chunk(closure, theta0, key, 4).as_text()
     # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
     # below is able to fail.
@@ -92,7 +103,7 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
     # small tables of the model and the sampler).
     assert max((size for _, _, size in constant_sizes(new)), default=0) < N // 10
     # ... and reads the data from entry parameters of the data's full shape and dtype(s).
-    data_leaves = [a for a in jax.tree.leaves(bound.data)]
+    data_leaves = [a for a in jax.tree.leaves(laid_out)]
     params = entry_parameters(new)
     for leaf in data_leaves:
         assert (str(jnp.dtype(leaf.dtype)).replace("float", "f").replace("bool", "pred"),
@@ -110,7 +121,7 @@ def test_sample_draws_equal_the_closure_path(banana, algorithm):
     key = jax.random.key(5)
     res = dpmcmc.sample(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, key=key,
                         theta0=theta0, delta=1e-5, progress=False, **PARAMS[algorithm])
-    _, closure = both_paths(algorithm, model, data)
+    _, _, closure = both_paths(algorithm, model, data)
     # dpmcmc.sample runs the chains with the second half of its key.
     pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], ITERATIONS,
                            progress=False)
@@ -126,26 +137,33 @@ def test_sample_draws_equal_the_closure_path(banana, algorithm):
 def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
     """Secure mode and chunked runs: same draws; the builder is traced a fixed number of times."""
     model, data, theta0 = banana
-    bound, closure = both_paths("dp-penalty", model, data)
-    calls = []
+    planned, laid_out, _ = both_paths("dp-penalty", model, data)
+    calls, data_traced = [], []
 
-    def build(d, noise=None):
-        calls.append(type(d).__name__)
-        return bound.build(d, noise=noise)
+    def build(noise):
+        calls.append(noise)
+        kernel = planned.build(noise)
+
+        def step(key, state, d):
+            data_traced.extend(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(d))
+            return kernel.step(key, state, d)
+
+        return Kernel(kernel.init, step)
 
     key = jax.random.key(9)
     secret = secure_key(3).words
-    a, ia = run_chains(build, theta0, key, 17, data=bound.data, progress=False, chunk_size=5,
+    a, ia = run_chains(build, theta0, key, 17, data=laid_out, progress=False, chunk_size=5,
                        secure_secret=secret)
     # Built for the state init, the Info shape and the one compiled chunk program: never per
-    # chunk (4 chunks here) and never on concrete data.
+    # chunk (4 chunks here), and its step never runs on concrete data.
     assert len(calls) == 3
-    # Secure mode needs a builder (the secret reaches the kernel through noise=): the closure
-    # path is a builder over the concrete data, ignoring the traced copy.
-    spec, prepared = ALGORITHMS["dp-penalty"], ALGORITHMS["dp-penalty"].prepare(
-        dict(PARAMS["dp-penalty"]), model, data.shape[0])
-    b, ib = run_chains(lambda _d, noise=None: spec.build(model, jnp.asarray(data), prepared,
-                                                         noise=noise),
+    assert data_traced and all(data_traced)
+    # The steps carry the run's secret (the initial states draw no noise).
+    assert calls[0] is None and all(c is not None and c.secure for c in calls[1:])
+    # Secure mode needs a builder (the secret reaches the kernel through its noise source): the
+    # closure path is a builder of kernels closing over the laid-out data.
+    spec = ALGORITHMS["dp-penalty"]
+    b, ib = run_chains(lambda noise: closed_over(spec.build(model, planned.params, noise), laid_out),
                        theta0, key, 17, data=None, progress=False, chunk_size=5,
                        secure_secret=secret)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -155,15 +173,20 @@ def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
 
 def test_run_chains_kernel_and_data_arguments(banana):
     model, data, theta0 = banana
-    bound, closure = both_paths("dp-penalty", model, data)
+    planned, laid_out, closure = both_paths("dp-penalty", model, data)
+    kernel = planned.build(None)
     key = jax.random.key(0)
+    # A ready Kernel cannot carry the run's secret: secure mode needs a builder.
     with pytest.raises(TypeError, match="build"):
-        run_chains(closure, theta0, key, 3, data=bound.data, progress=False)
+        run_chains(kernel, theta0, key, 3, data=laid_out, progress=False,
+                   secure_secret=secure_key(3).words)
+    with pytest.raises(TypeError, match="Kernel"):
+        run_chains(lambda noise: object(), theta0, key, 3, data=laid_out, progress=False)
     with pytest.raises(TypeError, match="kernel"):
-        run_chains(bound.build, theta0, key, 3, progress=False)
-    with pytest.raises(TypeError, match="kernel"):
-        run_chains(object(), theta0, key, 3, data=bound.data, progress=False)
-    assert isinstance(closure, Kernel)
+        run_chains(object(), theta0, key, 3, data=laid_out, progress=False)
+    with pytest.raises(TypeError, match="cache_key"):
+        run_chains(kernel, theta0, key, 3, data=laid_out, progress=False, cache_key=[1])
+    assert isinstance(kernel, Kernel) and isinstance(closure, Kernel)
 
 
 # Run by the session's shared 4-device child (conftest.host_device_results).
@@ -175,7 +198,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     import dpmcmc
     from dpmcmc import api
     from dpmcmc.models import preset
-    from dpmcmc.samplers import ALGORITHMS, compiled_chunk
+    from dpmcmc.samplers import ALGORITHMS, Kernel, compiled_chunk
     from dpmcmc.samplers._sharding import data_mesh
 
     p = preset("banana-2d", n=16001, key=jax.random.key(0))  # 16 blocks of 1024 rows, 4 per device
@@ -186,9 +209,12 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     key = jax.random.key(1)
     planned = api.plan_run(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
                            theta0=theta0, delta=1e-5, progress=False, mesh=mesh, **params)
-    bound, prepared = planned.kernel(), planned.params
-    new = compiled_chunk(bound.build, theta0, key, 4, data=bound.data).as_text()
-    old = compiled_chunk(spec.build(p.model, bound.data, prepared), theta0, key, 4).as_text()
+    data = planned.layout()
+    new = compiled_chunk(planned.build, theta0, key, 4, data=data).as_text()
+    # The same kernel closing over the same sharded blocks (the path before kernels took data).
+    kernel = spec.build(p.model, planned.params)
+    closure = Kernel(lambda th, _d: kernel.init(th, data), lambda k, s, _d: kernel.step(k, s, data))
+    old = compiled_chunk(closure, theta0, key, 4).as_text()
     out = {"devices": len(jax.devices())}
     for name, text in (("new", new), ("old", old)):
         out[name] = {

@@ -243,9 +243,9 @@ def _exactness_pvalue(final, mean, sd):
     return min(1.0, 2 * min(p_ks, p_chi))
 
 
-def _final_states(kernel, theta0, iterations, seed):
+def _final_states(kernel, data, theta0, iterations, seed):
     pos, info = run_chains(kernel, jnp.asarray(theta0), jax.random.key(seed), iterations,
-                           progress=False)
+                           data=data, progress=False)
     return np.asarray(pos[:, -1]), info
 
 
@@ -259,15 +259,15 @@ def test_gaussian_chain_targets_the_tempered_posterior(mode, chains):
     n, b, n0 = 2000, 200, 40.0
     model, data, mean, sd = _gaussian_problem(n, n0, seed=5, data_sd=2.0)
     theta0 = mean + sd * np.random.default_rng(77).normal(size=(chains, 1))
-    kernel = build_minibatch_penalty(model, data, 1e-3, b, 50.0, jnp.array([0.2]), mode)
-    final, info = _final_states(kernel, theta0, 100, seed=41)
+    kernel = build_minibatch_penalty(model, 1e-3, b, 50.0, jnp.array([0.2]), mode)
+    final, info = _final_states(kernel, data, theta0, 100, seed=41)
     assert float(jnp.mean(info.clip_fraction)) == 0.0
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
     if mode == "random-walk":
-        wrong = tapped_minibatch_penalty(model, data, 1e-3, b, 50.0, jnp.array([0.2]), mode,
+        wrong = tapped_minibatch_penalty(model, 1e-3, b, 50.0, jnp.array([0.2]), mode,
                                          statistic=uncorrected_statistic).kernel()
-        final_w, _ = _final_states(wrong, theta0, 100, seed=41)
+        final_w, _ = _final_states(wrong, data, theta0, 100, seed=41)
         assert _exactness_pvalue(final_w, mean, sd) < CHAIN_ALPHA
 
 
@@ -276,8 +276,8 @@ def _banana_two_sample(n, b, chains, iterations, proposal_std, seed):
     draws of the tempered banana posterior; clip 100 is far above every ratio (inactive)."""
     pre = preset("thesis-tempered-banana-2d", n=n)
     exact = np.asarray(pre.posterior_sampler(jax.random.key(seed), 2 * chains))
-    kernel = build_minibatch_penalty(pre.model, pre.data, 1e-3, b, 100.0, jnp.asarray(proposal_std))
-    final, info = _final_states(kernel, exact[:chains], iterations, seed)
+    kernel = build_minibatch_penalty(pre.model, 1e-3, b, 100.0, jnp.asarray(proposal_std))
+    final, info = _final_states(kernel, pre.data, exact[:chains], iterations, seed)
     assert float(jnp.mean(info.clip_fraction)) < 1e-3
     assert float(jnp.mean(info.accepted)) > 0.2
     moved = np.mean(np.any(final != exact[:chains], axis=1))
@@ -302,12 +302,12 @@ def test_tempered_banana_two_sample():
 
 def test_audit_tap_and_one_component_mode():
     model, data, mean, sd = _gaussian_problem(300, 30.0, seed=2)
-    plain = build_minibatch_penalty(model, data, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
-    tapped = tapped_minibatch_penalty(model, data, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
-    state = plain.init(jnp.array([mean]))
+    plain = build_minibatch_penalty(model, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
+    tapped = tapped_minibatch_penalty(model, 0.5, 30, 2.0, jnp.array([0.2]), "one-component")
+    state = plain.init(jnp.array([mean]), data)
     key = jax.random.key(4)
-    s1, info1 = jax.jit(plain.step)(key, state)
-    s2, info2, taps = jax.jit(tapped.transition)(key, state)
+    s1, info1 = jax.jit(plain.step)(key, state, data)
+    s2, info2, taps = jax.jit(tapped.transition)(key, state, data)
     np.testing.assert_array_equal(s1.position, s2.position)
     assert bool(info1.accepted) == bool(info2.accepted)
     assert set(taps) == {"llr", "llr_sigma", "sensitivity", "theta", "theta_new", "batch"}

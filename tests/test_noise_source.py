@@ -188,7 +188,7 @@ _X64_OFF_CHILD = textwrap.dedent("""
     import dpmcmc
     from dpmcmc.models.base import Model
     from dpmcmc.samplers import ALGORITHMS
-    from dpmcmc.samplers._driver import run_chains
+    from dpmcmc.samplers import run_chains
 
     out = {}
     model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: 0.0 * jnp.sum(th), 1)

@@ -64,13 +64,14 @@ def run_from_stationarity(kernel, problem, chains, iterations, key):
     # Each test draws its own starting sample (seed = key), so that the tests' p-values are
     # independent of one another; a corrected/uncorrected pair shares its key.
     theta0 = jnp.asarray(problem.exact_draws(chains, seed=1000 + key))
-    pos, info = run_chains(kernel, theta0, jax.random.key(key), iterations, progress=False)
+    pos, info = run_chains(kernel, theta0, jax.random.key(key), iterations, data=problem.data,
+                           progress=False)
     return pos[:, -1], info
 
 
 def build(name, problem, **params):
     spec = ALGORITHMS[name]
-    return spec.build(problem.model, problem.data, spec.prepare(params, problem.model, problem.n))
+    return spec.build(problem.model, spec.prepare(params, problem.model, problem.n))
 
 
 # Fast configuration (default run): n = 200, 300 chains, 150 iterations.
@@ -126,7 +127,7 @@ def test_dp_penalty_is_exact_with_noise_and_tempering(tempered):
 
 def test_dp_penalty_without_correction_is_detected(tempered):
     prm = penalty_params(tempered)
-    kernel = tapped_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"],
+    kernel = tapped_dp_penalty(tempered.model, prm["tau"], prm["clip"],
                                jnp.full(DIM, prm["proposal_std"]), "random-walk",
                                accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(kernel, tempered, CHAINS, ITERS, key=3)
@@ -147,7 +148,7 @@ def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
 
 def test_dp_hmc_without_correction_is_detected(tempered):
     prm = dphmc_params(tempered)
-    kernel = tapped_dp_hmc(tempered.model, tempered.data, prm["tau_l"], prm["tau_g"], prm["clip"],
+    kernel = tapped_dp_hmc(tempered.model, prm["tau_l"], prm["tau_g"], prm["clip"],
                            prm["grad_clip"], prm["step_size"], prm["leapfrog_steps"], jnp.ones(DIM),
                            accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(kernel, tempered, CHAINS, ITERS // 2, key=4)
@@ -168,7 +169,7 @@ def test_dp_penalty_modes_are_exact_and_need_the_correction(tempered, mode):
     final, info = run_from_stationarity(good, tempered, CHAINS, 2 * ITERS, key=key)
     assert float(info.clip_fraction.max()) == 0.0
     assert exactness_pvalue(final, tempered)[0] > ALPHA
-    bad = tapped_dp_penalty(tempered.model, tempered.data, prm["tau"], prm["clip"], std, mode,
+    bad = tapped_dp_penalty(tempered.model, prm["tau"], prm["clip"], std, mode,
                             accept=uncorrected_accept).kernel()
     final, _ = run_from_stationarity(bad, tempered, CHAINS, 2 * ITERS, key=key)
     p, var = exactness_pvalue(final, tempered)
@@ -192,10 +193,11 @@ def test_converges_from_dispersed_start(name, params):
     # is several integrated autocorrelation times for these settings (acceptance 0.3–0.9).
     problem = GaussianProblem(1000)
     spec = ALGORITHMS[name]
-    kernel = spec.build(problem.model, problem.data, spec.prepare(params, problem.model, 1000))
+    kernel = spec.build(problem.model, spec.prepare(params, problem.model, 1000))
     rng = np.random.default_rng(5)
     theta0 = problem.mean + 20 * problem.sd * rng.normal(size=(20, DIM))
-    pos, info = run_chains(kernel, jnp.asarray(theta0), jax.random.key(11), 4000, progress=False)
+    pos, info = run_chains(kernel, jnp.asarray(theta0), jax.random.key(11), 4000,
+                           data=problem.data, progress=False)
     draws = np.asarray(pos[:, 2000::40]).reshape(-1, DIM)
     exact = problem.exact_draws(4000, seed=9)
     for j in range(DIM):
@@ -248,9 +250,10 @@ def test_banana_final_states_match_exact_draws(name, params):
     # Bonferroni over 3 at family false-alarm rate ALPHA.
     problem = BananaProblem()
     spec = ALGORITHMS[name]
-    kernel = spec.build(problem.model, problem.data, spec.prepare(params, problem.model, problem.n))
+    kernel = spec.build(problem.model, spec.prepare(params, problem.model, problem.n))
     theta0 = jnp.asarray(problem.exact_draws(1000, seed=2))
-    pos, info = run_chains(kernel, theta0, jax.random.key(3), 200, progress=False)
+    pos, info = run_chains(kernel, theta0, jax.random.key(3), 200, data=problem.data,
+                           progress=False)
     final = np.asarray(pos[:, -1])
     exact = problem.exact_draws(4000, seed=4)
     f_u = final[:, 1] + problem.a * final[:, 0] ** 2

@@ -53,9 +53,9 @@ DPHMC = dict(tau_l=0.5, tau_g=0.5, clip=3.0, grad_clip=1.0, step_size=0.05, leap
 
 def dphmc_run(model, data, iters=64, chains=3, key=0, **extra):
     spec = ALGORITHMS["dp-hmc"]
-    kernel = spec.build(model, data, spec.prepare({**DPHMC, **extra}, model, data.shape[0]))
+    kernel = spec.build(model, spec.prepare({**DPHMC, **extra}, model, data.shape[0]))
     return run_chains(kernel, jnp.zeros((chains, model.dim)), jax.random.key(key), iters,
-                      progress=False)
+                      data=data, progress=False)
 
 
 def test_dp_hmc_step_sizes_are_data_independent_and_in_range():

@@ -33,9 +33,9 @@ NAN_PRIOR = Model(gauss_ll, lambda th: jnp.where(th[1] > 0.2, jnp.nan, -0.5 * jn
 
 def run(name, model, theta0, iters=300, chains=4, **params):
     spec = ALGORITHMS[name]
-    kernel = spec.build(model, DATA, spec.prepare(params, model, N))
+    kernel = spec.build(model, spec.prepare(params, model, N))
     pos, info = run_chains(kernel, jnp.tile(jnp.asarray(theta0), (chains, 1)), jax.random.key(0),
-                           iters, progress=False)
+                           iters, data=DATA, progress=False)
     return np.asarray(pos), jax.tree.map(np.asarray, info)
 
 

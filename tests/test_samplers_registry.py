@@ -111,11 +111,13 @@ def test_build_gives_a_kernel_with_the_contract(name):
 
     spec = ALGORITHMS[name]
     data = np.random.default_rng(0).normal(size=(N, 3))
-    kernel = spec.build(MODEL, data, spec.prepare(dict(VALID[name]), MODEL, N))
+    prepared = spec.prepare(dict(VALID[name]), MODEL, N)
+    kernel = spec.build(MODEL, prepared)
     assert isinstance(kernel, Kernel)
-    state = kernel.init(jnp.zeros(3))
+    data = spec.layout(data, prepared, MODEL)  # the data the kernel's step reads
+    state = kernel.init(jnp.zeros(3), data)
     assert state.position.shape == (3,)
-    new_state, info = jax.jit(kernel.step)(jax.random.key(0), state)
+    new_state, info = jax.jit(kernel.step)(jax.random.key(0), state, data)
     assert isinstance(info, (Info, HMCInfo))
     assert info.accepted.dtype == bool and info.diverged.dtype == bool
     assert 0.0 <= float(info.clip_fraction) <= 1.0

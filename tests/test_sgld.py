@@ -36,19 +36,26 @@ def _gaussian_problem(cov, n, seed=0):
     return model, data, np.asarray(mean), np.asarray(prec)
 
 
-def _final_state(kernel, state, key, steps):
-    """Run ``steps`` iterations of a batch of chains (leading axis of ``state``); final state."""
+def _final_state(kernel, state, key, steps, data):
+    """Run ``steps`` iterations of a batch of chains (leading axis of ``state``) on ``data``;
+    final state."""
     chains = jax.tree.leaves(state)[0].shape[0]
 
     @jax.jit
-    def run(state, key):
+    def run(state, key, data):
         def body(s, t):
-            s, _ = jax.vmap(kernel.step)(jax.random.split(jax.random.fold_in(key, t), chains), s)
+            keys = jax.random.split(jax.random.fold_in(key, t), chains)
+            s, _ = jax.vmap(kernel.step, in_axes=(0, 0, None))(keys, s, data)
             return s, None
 
         return jax.lax.scan(body, state, jnp.arange(steps))[0]
 
-    return run(state, key)
+    return run(state, key, data)
+
+
+def _init_all(kernel, theta, data):
+    """The initial states of the chains started at the rows of ``theta``."""
+    return jax.vmap(kernel.init, in_axes=(0, None))(theta, data)
 
 
 def _chi2_bounds(num):
@@ -58,35 +65,35 @@ def _chi2_bounds(num):
     return lo, hi
 
 
-def _buggy_sgld(model, data, step_size, batch_size, noise_multiplier, grad_clip):
+def _buggy_sgld(model, step_size, batch_size, noise_multiplier, grad_clip):
     """The papers' reference update θ + η ĝ + √η z (no ½): reproduced here, in the test only."""
-    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip)
+    grad = gradient_estimator(model, batch_size, noise_multiplier, grad_clip)
 
-    def step(key, state):
+    def step(key, state, data):
         k1, k2 = jax.random.split(key)
-        g, _ = grad(k1, state.position)
+        g, _ = grad(k1, state.position, data)
         z = jax.random.normal(k2, state.position.shape)
         return state._replace(position=state.position + step_size * g
                               + jnp.sqrt(step_size) * z), None
 
-    base = build_dp_sgld(model, data, step_size, batch_size, noise_multiplier, grad_clip)
+    base = build_dp_sgld(model, step_size, batch_size, noise_multiplier, grad_clip)
     return Kernel(base.init, step)
 
 
-def _buggy_sgnht(model, data, step_size, batch_size, noise_multiplier, grad_clip, friction):
+def _buggy_sgnht(model, step_size, batch_size, noise_multiplier, grad_clip, friction):
     """The papers' reference SGNHT: θ moves with the OLD momentum, ξ with the old p (test only)."""
-    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip)
+    grad = gradient_estimator(model, batch_size, noise_multiplier, grad_clip)
 
-    def step(key, state):
+    def step(key, state, data):
         k1, k2 = jax.random.split(key)
         theta, p, xi = state
-        g, _ = grad(k1, theta)
+        g, _ = grad(k1, theta, data)
         z = jax.random.normal(k2, theta.shape)
         p_new = p - xi * p * step_size + g * step_size + jnp.sqrt(2 * friction * step_size) * z
         return SGNHTState(theta + p * step_size, p_new,
                           xi + (jnp.sum(p * p) / theta.shape[0] - 1.0) * step_size), None
 
-    base = build_dp_sgnht(model, data, step_size, batch_size, noise_multiplier, grad_clip, friction)
+    base = build_dp_sgnht(model, step_size, batch_size, noise_multiplier, grad_clip, friction)
     return Kernel(base.init, step)
 
 
@@ -142,9 +149,10 @@ def test_sgld_stationary_variance_has_the_half():
     theta0 = jnp.full((chains, 1), mean[0])
     lo, hi = _chi2_bounds(chains)
     ratios = {}
-    for name, kernel in (("ours", build_dp_sgld(model, data, eta, n, 1e-12, 1e6)),
-                         ("reference", _buggy_sgld(model, data, eta, n, 1e-12, 1e6))):
-        state = _final_state(kernel, jax.vmap(kernel.init)(theta0), jax.random.key(1), steps)
+    for name, kernel in (("ours", build_dp_sgld(model, eta, n, 1e-12, 1e6)),
+                         ("reference", _buggy_sgld(model, eta, n, 1e-12, 1e6))):
+        state = _final_state(kernel, _init_all(kernel, theta0, data), jax.random.key(1), steps,
+                             data)
         x = np.asarray(state.position[:, 0])
         ratios[name] = x.var(ddof=1) * lam
         assert abs(x.mean() - mean[0]) < Z * np.sqrt(x.var() / chains)
@@ -173,9 +181,9 @@ def test_sgld_minibatch_private_matches_closed_form():
     grad_noise = (n / b) ** 2 * (b * (1 - b / n) * s2 + (nm * clip) ** 2)
     predicted = (eta + (0.5 * eta) ** 2 * grad_noise) / (1 - contraction ** 2)
     chains, steps = 1500, 400  # contraction 0.95 per step: 0.95^400 ≈ 1e-9
-    kernel = build_dp_sgld(model, data, eta, b, nm, clip)
-    state = jax.vmap(kernel.init)(jnp.full((chains, 1), mean[0] + 0.3))
-    state = _final_state(kernel, state, jax.random.key(7), steps)
+    kernel = build_dp_sgld(model, eta, b, nm, clip)
+    state = _init_all(kernel, jnp.full((chains, 1), mean[0] + 0.3), data)
+    state = _final_state(kernel, state, jax.random.key(7), steps, data)
     draws = np.asarray(state.position[:, 0])
     assert abs(draws.mean() - mean[0]) < Z * np.sqrt(predicted / chains)
     lo, hi = _chi2_bounds(chains)
@@ -217,8 +225,8 @@ def test_sgld_info_and_noise_scale():
     (release,) = accounting.releases("dp-sgld", n, noise_multiplier=nm, batch_size=b)
     assert release.sigma == pytest.approx(nm) and release.q == pytest.approx(b / n)
 
-    kernel = build_dp_sgld(model, data, 1e-3, b, nm, clip)
-    state, info = jax.jit(kernel.step)(jax.random.key(1), kernel.init(theta))
+    kernel = build_dp_sgld(model, 1e-3, b, nm, clip)
+    state, info = jax.jit(kernel.step)(jax.random.key(1), kernel.init(theta, data), data)
     assert isinstance(info, Info)
     assert bool(info.accepted) and not bool(info.diverged)
     assert float(info.clip_fraction) == 1.0
@@ -245,10 +253,10 @@ def test_divergence_keeps_the_old_state():
     n = 20
     model, data, mean, _ = _gaussian_problem(1.0, n)
     theta = jnp.asarray([mean[0] + 1.0])
-    for kernel in (build_dp_sgld(model, data, 1e308, 5, 1.0, 1.0),
-                   build_dp_sgnht(model, data, 1e308, 5, 1.0, 1.0, 1.0)):
-        state = kernel.init(theta)
-        new_state, info = jax.jit(kernel.step)(jax.random.key(0), state)
+    for kernel in (build_dp_sgld(model, 1e308, 5, 1.0, 1.0),
+                   build_dp_sgnht(model, 1e308, 5, 1.0, 1.0, 1.0)):
+        state = kernel.init(theta, data)
+        new_state, info = jax.jit(kernel.step)(jax.random.key(0), state, data)
         assert bool(info.diverged) and bool(info.accepted)
         for a, b_ in zip(jax.tree.leaves(new_state), jax.tree.leaves(state)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b_))
@@ -274,9 +282,9 @@ def test_sgnht_stationary_law_and_reference_bias():
     assert np.all(np.abs(ours_pred[1] - 1) < 0.02)  # discretisation error of our scheme
     assert np.max(np.abs(ref_pred[1] - 1)) > 0.5   # the reference's scheme is biased
 
-    kernel = build_dp_sgnht(model, data, eta, _SGNHT_N, 1e-12, 1e6, friction)
-    state = jax.vmap(kernel.init)(jnp.tile(mean, (chains, 1)))
-    state = _final_state(kernel, state, jax.random.key(11), steps)
+    kernel = build_dp_sgnht(model, eta, _SGNHT_N, 1e-12, 1e6, friction)
+    state = _init_all(kernel, jnp.tile(mean, (chains, 1)), data)
+    state = _final_state(kernel, state, jax.random.key(11), steps, data)
     x = np.asarray(state.position)
     ratio = x.var(axis=0, ddof=1) * lams
     assert np.all(np.abs(x.mean(axis=0) - mean) < Z * np.sqrt(x.var(axis=0) / chains))
@@ -285,10 +293,10 @@ def test_sgnht_stationary_law_and_reference_bias():
     assert np.all(np.abs(ratio - 1) < hi - 1 + 0.04), ratio  # 2 % discretisation + 2 % slack
 
     # The reference's update, started at its own equilibrium thermostat value.
-    buggy = _buggy_sgnht(model, data, eta, _SGNHT_N, 1e-12, 1e6, friction)
-    state = jax.vmap(buggy.init)(jnp.tile(mean, (chains, 1)))
+    buggy = _buggy_sgnht(model, eta, _SGNHT_N, 1e-12, 1e6, friction)
+    state = _init_all(buggy, jnp.tile(mean, (chains, 1)), data)
     state = state._replace(thermostat=jnp.full((chains,), ref_pred[0]))
-    state = _final_state(buggy, state, jax.random.key(12), steps)
+    state = _final_state(buggy, state, jax.random.key(12), steps, data)
     ratio_ref = np.asarray(state.position).var(axis=0, ddof=1) * lams
     assert np.max(np.abs(ratio_ref - 1)) > 0.3, ratio_ref
 
@@ -304,9 +312,9 @@ def test_sgnht_thermostat_absorbs_gradient_noise():
     xi_pred, ratio_pred = _sgnht_prediction(lams, eta, friction, grad_var)
     assert xi_pred == pytest.approx(friction + eta * grad_var / 2, rel=0.02)
     chains, steps = 2000, 1500
-    kernel = build_dp_sgnht(model, data, eta, _SGNHT_N, nm, clip, friction)
-    state = jax.vmap(kernel.init)(jnp.tile(mean, (chains, 1)))
-    state = _final_state(kernel, state, jax.random.key(13), steps)
+    kernel = build_dp_sgnht(model, eta, _SGNHT_N, nm, clip, friction)
+    state = _init_all(kernel, jnp.tile(mean, (chains, 1)), data)
+    state = _final_state(kernel, state, jax.random.key(13), steps, data)
     xi = np.asarray(state.thermostat)
     # ξ fluctuates around its mean with standard deviation about 1/√d per chain.
     assert abs(xi.mean() - xi_pred) < Z * xi.std() / np.sqrt(chains) + 0.02 * xi_pred

@@ -34,9 +34,10 @@ def banana():
 
 def _final_states(pre, model, algorithm, key, **params):
     spec = ALGORITHMS[algorithm]
-    kernel = spec.build(model, jnp.asarray(pre.data), spec.prepare(params, model, N))
+    kernel = spec.build(model, spec.prepare(params, model, N))
     start = pre.posterior_sampler(jax.random.key(100 + key), CHAINS)
-    pos, info = run_chains(kernel, jnp.asarray(start), jax.random.key(key), ITERS, progress=False)
+    pos, info = run_chains(kernel, jnp.asarray(start), jax.random.key(key), ITERS,
+                           data=jnp.asarray(pre.data), progress=False)
     return np.asarray(pos[:, -1]), info
 
 

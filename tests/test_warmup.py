@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dpmcmc
-from dpmcmc.samplers._driver import run_chains
+from dpmcmc.samplers import run_chains
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
@@ -35,10 +35,10 @@ class _DataBlindNoise(NoiseSource):
 
 
 BUILDERS = {
-    "dp-penalty": (lambda d, noise, p: build_dp_penalty(MODEL, d, 0.5, 2.0, p["proposal_std"], noise=noise),
+    "dp-penalty": (lambda noise, p: build_dp_penalty(MODEL, 0.5, 2.0, p["proposal_std"], noise=noise),
                    {"proposal_std": jnp.full(DIM, 0.3)}),
-    "dp-hmc": (lambda d, noise, p: build_dp_hmc(MODEL, d, 0.5, 0.5, 2.0, 2.0, p["step_size"], 3, p["mass"],
-                                                noise=noise),
+    "dp-hmc": (lambda noise, p: build_dp_hmc(MODEL, 0.5, 0.5, 2.0, 2.0, p["step_size"], 3, p["mass"],
+                                             noise=noise),
                {"step_size": 0.05, "mass": jnp.ones(DIM)}),
 }
 
@@ -46,11 +46,11 @@ BUILDERS = {
 def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
     build, base = BUILDERS[algorithm]
     adaptation = ADAPTATIONS[algorithm]
-    kernel = adaptive_kernel(lambda over: build(jnp.asarray(data), noise, {**base, **over}),
-                             adaptation, base, warmup)
+    kernel = adaptive_kernel(lambda over: build(noise, {**base, **over}), adaptation, base, warmup)
     last = {}
     positions, infos = run_chains(kernel, jnp.zeros((3, DIM)), jax.random.key(7), iterations,
-                                  progress=False, on_chunk=lambda p: last.setdefault("s", p.state))
+                                  data=jnp.asarray(data), progress=False,
+                                  on_chunk=lambda p: last.setdefault("s", p.state))
     state = last["s"]
     return (np.asarray(state.scale), np.asarray(state.diagonal), np.asarray(positions),
             np.asarray(infos.clip_fraction))

@@ -319,13 +319,11 @@ class CheckpointWriter:
         if secret is not None:
             self.fixed["secret"] = np.asarray(secret)
 
-    def write_start(self, kernel, theta0: np.ndarray) -> None:
-        """Write the run before its first noise draw (iteration 0, the initial states)."""
-        import jax.numpy as jnp
+    def write_start(self, state, theta0: np.ndarray) -> None:
+        """Write the run before its first noise draw (iteration 0): ``state`` the initial kernel
+        states (``dpmcmc.samplers.init_states``), ``theta0`` the starting points."""
+        from .samplers._driver import RunProgress
 
-        from .samplers._driver import RunProgress, init_states
-
-        state = init_states(kernel, jnp.asarray(theta0, dtype=jnp.result_type(float)))
         # The infos' structure is known only after a step; an empty checkpoint stores none and
         # the driver rebuilds empty infos from the kernel when it resumes at iteration 0.
         self.write(RunProgress(state, np.zeros((theta0.shape[0], 0, theta0.shape[1])), None, 0))

@@ -6,12 +6,14 @@ for DP-HMC on the banana, where sampling took 1–6 s). Two caches remove that c
 In-process
 ----------
 :func:`dpmcmc.samplers._driver.run_chains` keeps the jitted chunk and initialisation functions
-of a run in :data:`PROGRAMS`, keyed on what the traced program depends on: the algorithm, the
-model object (by identity, holding a reference so that the identity cannot be reused), the
-sampler's prepared parameters (by value: they are public), the chains, the chunk length, secure
+of a run given a ``cache_key`` in :data:`PROGRAMS`, keyed on what the traced program depends on:
+the ``cache_key`` (for ``dpmcmc.sample``, :func:`kernel_cache_key`: the algorithm, the model
+object (by identity, holding a reference so that the identity cannot be reused) and the
+sampler's prepared parameters (by value: they are public)), the chains, the chunk length, secure
 mode, and the shapes, dtypes, shardings and static layout of the state, the keys and the data —
-never the data's values, never ``id()`` of an array. A second call with the same model object
-and parameters on new data of the same shape runs the program already compiled.
+never the data's values, never ``id()`` of an array. The data are an argument of the kernel's
+step and of the compiled program, so a second call with the same model object and parameters
+on new data of the same shape runs the program already compiled.
 
 Persistent
 ----------

@@ -381,59 +381,40 @@ class RunPlan:
     saved: Optional[SavedRun] = field(repr=False)
     warmup: int = 0
 
-    def kernel(self):
-        """The run's kernel builder and its data, as a ``DataKernel`` for the chain driver.
+    def layout(self):
+        """The run's data as its kernel reads them (``spec.layout``), once per run.
 
-        The data are laid out here, once, from the host array: in blocks (``PreparedData``, with
-        the gradient-dtype copy DP-HMC uses) for the full-data algorithms, as a device array for
-        the subsampled ones; with ``mesh``, split over its devices (``shard_data``/
-        ``shard_rows``). The builder reads only the static layout, so the driver can build the
-        kernel inside the compiled program on the traced data. The draws are those of
-        ``spec.build(model, data, params)``.
+        In blocks (``PreparedData``, with the gradient-dtype copy DP-HMC uses) for the full-data
+        algorithms, as a device array for the subsampled ones; with ``mesh``, split over its
+        devices, each device receiving only its own rows from the host array. Passed to the
+        chain driver as ``data=``: an argument of the compiled program, never a constant in it.
         """
-        from ._compile_cache import kernel_cache_key
-        from .samplers._driver import DataKernel
-        from .samplers._layout import prepare_data
-        from .samplers._sharding import shard_data, shard_rows
-        from .samplers._spec import FULL
-
-        spec, model, prepared = self.spec, self.model, self.params
-        full_data = spec.data_access == FULL
-        layout = dict(model=model, block_size=prepared.get("block_size"),
-                      grad_dtype=prepared.get("grad_dtype"))
         with jax.enable_x64(True):
-            if self.mesh is None:
-                # Laid out as the builder would (same block size, layout and gradient dtype).
-                data = prepare_data(self.data, **layout) if full_data else jnp.asarray(self.data)
-            elif full_data:
-                data = shard_data(self.data, self.mesh, **layout)
-            else:
-                # From the host array: each device receives only its own rows.
-                data = shard_rows(self.data, self.mesh)
+            return self.spec.layout(self.data, self.params, self.model, mesh=self.mesh)
 
-        def build_plain(d, noise=None, p=prepared):
-            # The chain driver passes its noise source (the run's secret) in secure mode only.
-            if noise is None:
-                return spec.build(model, d, p)
-            return spec.build(model, d, p, noise=noise)
+    def build(self, noise=None):
+        """The run's kernel (``spec.build``, wrapped in the warm-up adaptation if planned), with
+        the privacy-noise source ``noise`` (``None``: ``jax.random``; the chain driver builds each
+        step with the run's secret in secure mode). It takes the data as an argument."""
+        spec, model, prepared = self.spec, self.model, self.params
+        if not self.warmup:
+            return spec.build(model, prepared, noise)
+        from .samplers._warmup import ADAPTATIONS, adaptive_kernel
 
-        build, warmup = build_plain, self.warmup
-        if warmup:
-            from .samplers._warmup import ADAPTATIONS, adaptive_kernel
+        adaptation = ADAPTATIONS[self.algorithm]
+        base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
+        return adaptive_kernel(lambda over: spec.build(model, {**prepared, **over}, noise),
+                               adaptation, base, self.warmup)
 
-            adaptation = ADAPTATIONS[self.algorithm]
-            base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
+    @property
+    def cache_key(self):
+        """The key of the run's compiled programs (``run_chains(cache_key=...)``): the algorithm,
+        the model object and the prepared parameters (``dpmcmc._compile_cache``) and the
+        warm-up; never the data, which the driver keys by layout only."""
+        from ._compile_cache import kernel_cache_key
 
-            def build_adaptive(d, noise=None):
-                return adaptive_kernel(lambda over: build_plain(d, noise, {**prepared, **over}),
-                                       adaptation, base, warmup)
-
-            build = build_adaptive
-        # The compiled programs are reused by later calls with the same algorithm, model object
-        # and parameters on data of the same layout (dpmcmc._compile_cache): keyed on those, not
-        # on data.
-        return DataKernel(build, data, cache_key=(kernel_cache_key(self.algorithm, spec.build, model,
-                                                                   prepared), "warmup", warmup))
+        key = kernel_cache_key(self.algorithm, self.spec.build, self.model, self.params)
+        return None if key is None else (key, "warmup", self.warmup)
 
 
 class RunOutput(NamedTuple):
@@ -658,7 +639,7 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
     RunOutput
         ``positions`` (chains, iterations, dim) and the driver's ``infos``.
     """
-    from .samplers._driver import run_chains
+    from .samplers._driver import init_states, run_chains
 
     if p.ledger is not None and p.saved is None:
         # Charged at the start: once noise is drawn on the data the budget is spent, even if the
@@ -671,12 +652,12 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
         _check_start(p.model, theta0)
     run_key = jax.random.split(p.key)[1]
 
-    # The kernel is built inside the compiled program from the laid-out data, which enter it as
-    # an argument: never a constant copy in the executable, and sharded over the mesh if given.
-    # Traced and run with 64-bit JAX types, scoped to this call and thread (the user's global
-    # setting is left as it was): privacy noise is float64 whatever jax_enable_x64 says.
+    # The laid-out data enter the compiled program as an argument of the kernel's step: never a
+    # constant copy in the executable, and sharded over the mesh if given. Traced and run with
+    # 64-bit JAX types, scoped to this call and thread (the user's global setting is left as it
+    # was): privacy noise is float64 whatever jax_enable_x64 says.
     with jax.enable_x64(True):
-        kernel = p.kernel()
+        data, cache_key = p.layout(), p.cache_key
         last = {}
 
         def keep_last(progress_so_far):
@@ -692,18 +673,19 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
             if p.saved is None:
                 # Saved before the first noise draw: an interruption during the first chunk resumes
                 # with this key and report instead of starting (and spending) a second run.
-                saver.write_start(kernel, theta0)
+                saver.write_start(init_states(p.build, theta0, data, cache_key=cache_key),
+                                  theta0)
 
             def save_and_keep(progress_so_far):
                 saver.write(progress_so_far)
                 keep_last(progress_so_far)
 
             on_chunk = save_and_keep
-        positions, infos = run_chains(kernel, jnp.asarray(theta0), run_key, p.iterations,
-                                      progress=p.progress, chunk_size=p.chunk_size,
+        positions, infos = run_chains(p.build, jnp.asarray(theta0), run_key, p.iterations,
+                                      data=data, progress=p.progress, chunk_size=p.chunk_size,
                                       secure_secret=p.secret,
                                       resume=None if p.saved is None else p.saved.progress,
-                                      on_chunk=on_chunk)
+                                      on_chunk=on_chunk, cache_key=cache_key)
     return RunOutput(positions, infos, last.get("state"))
 
 

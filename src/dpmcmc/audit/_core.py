@@ -259,19 +259,19 @@ def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int,
 
     The kernel is the sampler's own (its tapped core, :attr:`AuditEntry.tapped`, with the noise
     source ``noise``, default ``jax.random``), stepped with the driver's key schedule
-    ``fold_in(run_key, t)``; each run is one chain, runs are a ``vmap``.
+    ``fold_in(run_key, t)``; each run is one chain, runs are a ``vmap``. The data (laid out by
+    :func:`_layout`) are the program's argument, as in a run: both data sets share the program.
     """
     model, theta0 = design.model, design.theta0
     n = design.data.shape[0]
+    kernel = entry.tapped(model, prepared, noise)
 
     def run(data, keys):
-        kernel = entry.tapped(model, data, prepared, noise)
-
         def one(k):
-            state = kernel.init(theta0)
+            state = kernel.init(theta0, data)
 
             def body(s, t):
-                s, info, taps = kernel.transition(jax.random.fold_in(k, t), s)
+                s, info, taps = kernel.transition(jax.random.fold_in(k, t), s, data)
                 clipped = info.clip_fraction >= 1.0
                 if hasattr(info, "grad_clip_fraction"):
                     clipped = clipped & (info.grad_clip_fraction >= 1.0)
@@ -285,6 +285,11 @@ def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int,
         return jax.vmap(one)(keys)
 
     return jax.jit(run)
+
+
+def _layout(entry: AuditEntry, design, prepared: dict, data):
+    """One of the design's data sets as the sampler's kernel reads it (its spec's layout)."""
+    return SAMPLERS[entry.algorithm].layout(data, prepared, design.model)
 
 
 def _threefry(key):
@@ -429,8 +434,10 @@ def _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence, sta
 
     runner = _make_runner(entry, design, prepared, iterations, noise)
     k_d, k_dp = jax.random.split(key)
-    rel_d, drw_d, clip_d = _simulate(runner, design.data, k_d, trials, chunk_size)
-    rel_dp, drw_dp, clip_dp = _simulate(runner, design.data_prime, k_dp, trials, chunk_size)
+    rel_d, drw_d, clip_d = _simulate(runner, _layout(entry, design, prepared, design.data), k_d,
+                                     trials, chunk_size)
+    rel_dp, drw_dp, clip_dp = _simulate(runner, _layout(entry, design, prepared, design.data_prime),
+                                        k_dp, trials, chunk_size)
 
     tests = {
         "releases": _test("releases", rel_d, rel_dp, calib, delta, confidence),

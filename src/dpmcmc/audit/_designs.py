@@ -70,7 +70,8 @@ Adding an algorithm
 One :class:`AuditEntry` in ``_ENTRIES``, named by the algorithm's spec (``SPEC.audit``);
 :data:`AUDITS` maps every registered algorithm to the entry its spec names. A new sampler must
 provide (see docs/audit.md): its tapped core (``tapped_<algorithm>(...) -> TappedKernel``, whose
-``transition`` returns ``(state, info, taps)`` with the released noisy values and their queries,
+``transition(key, state, data)`` returns ``(state, info, taps)`` with the released noisy values
+and their queries,
 and whose ``kernel()`` is what the public builder returns), noise drawn through
 :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` and clipping through
 :mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), a ``SPEC`` with its release
@@ -166,10 +167,11 @@ class AuditEntry(NamedTuple):
     design : callable
         ``design(scale) -> AuditDesign`` (most designs ignore the scale; DP Barker's size is it).
     tapped : callable
-        ``tapped(model, data, prepared_params, noise=None) -> TappedKernel``: the sampler's own
-        kernel, built from its module's ``tapped_*`` core, whose ``transition`` also returns the
-        taps; ``noise`` is the kernel's noise source (the audit passes a deliberately
-        miscalibrated one to show its power).
+        ``tapped(model, prepared_params, noise=None) -> TappedKernel``: the sampler's own
+        kernel, built from its module's ``tapped_*`` core, whose ``transition(key, state, data)``
+        also returns the taps; ``noise`` is the kernel's noise source (the audit passes a
+        deliberately miscalibrated one to show its power). The data (each of the design's two
+        data sets, laid out by the algorithm's ``SPEC.layout``) are the transition's argument.
     release_statistic : callable
         ``release_statistic(taps, prepared_params, n) -> scalar``: for ONE run, ``taps`` with a
         leading iterations axis; larger on D. Traced by JAX.
@@ -187,7 +189,7 @@ class AuditEntry(NamedTuple):
     iterations: int
     params: Callable[[float], dict]
     design: Callable[[], AuditDesign]
-    tapped: Callable[[Any, Array, dict], Any]
+    tapped: Callable[[Any, dict], Any]
     release_statistic: Callable[[dict, dict, int], Array]
     draws_statistic: Callable[[Array], Array]
     integer_scale: bool = False
@@ -217,9 +219,9 @@ def _penalty_params(scale: float) -> dict:
     return {"tau": scale, "clip": 1.0, "proposal_std": 0.5, "mode": "random-walk"}
 
 
-def _penalty_tapped(model, data, p, noise=None):
-    return tapped_dp_penalty(model, data, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
-                             p["mode"], block_size=p["block_size"], noise=noise)
+def _penalty_tapped(model, p, noise=None):
+    return tapped_dp_penalty(model, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
+                             p["mode"], noise=noise)
 
 
 def _penalty_statistic(taps, p, n):
@@ -238,11 +240,11 @@ def _hmc_params(scale: float) -> dict:
             "step_size": 0.2, "leapfrog_steps": _HMC_LEAPFROG}
 
 
-def _hmc_tapped(model, data, p, noise=None):
-    return tapped_dp_hmc(model, data, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
+def _hmc_tapped(model, p, noise=None):
+    return tapped_dp_hmc(model, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
                          p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
                          jitter=p["jitter"], grad_method=p["grad_method"],
-                         block_size=p["block_size"], noise=noise)
+                         grad_dtype=p["grad_dtype"], noise=noise)
 
 
 def _hmc_statistic(taps, p, n):
@@ -316,14 +318,14 @@ def _sgnht_params(scale: float) -> dict:
     return {**_sgld_params(scale), "friction": 1.0}
 
 
-def _sgld_tapped(model, data, p, noise=None):
-    return tapped_dp_sgld(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+def _sgld_tapped(model, p, noise=None):
+    return tapped_dp_sgld(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
                           p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
                           noise=noise)
 
 
-def _sgnht_tapped(model, data, p, noise=None):
-    return tapped_dp_sgnht(model, data, p["step_size"], p["batch_size"], p["noise_multiplier"],
+def _sgnht_tapped(model, p, noise=None):
+    return tapped_dp_sgnht(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
                            p["grad_clip"], p["friction"], grad_method=p["grad_method"],
                            block_size=p["block_size"], noise=noise)
 
@@ -359,8 +361,8 @@ def _mbp_params(scale: float) -> dict:
             "mode": "random-walk"}
 
 
-def _mbp_tapped(model, data, p, noise=None):
-    return tapped_minibatch_penalty(model, data, p["tau"], p["batch_size"], p["clip"],
+def _mbp_tapped(model, p, noise=None):
+    return tapped_minibatch_penalty(model, p["tau"], p["batch_size"], p["clip"],
                                     jnp.asarray(p["proposal_std"]), p["mode"], noise=noise)
 
 
@@ -408,8 +410,8 @@ def _barker_params(scale: float) -> dict:
     return {"batch_size": 2 * int(scale), "proposal_std": _BARKER_PROPOSAL, "mode": "random-walk"}
 
 
-def _barker_tapped(model, data, p, noise=None):
-    return tapped_dp_barker(model, data, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
+def _barker_tapped(model, p, noise=None):
+    return tapped_dp_barker(model, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
                             p["mode"], noise=noise)
 
 

@@ -1,11 +1,13 @@
 """Samplers: pure JAX Markov kernels, one chain driver, and the algorithm registry.
 
 - :data:`ALGORITHMS` — ``name -> AlgorithmSpec``, each algorithm module's ``SPEC`` (name,
-  private, prepare, build, data access, release declaration, audit design).
-- :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains; :func:`init_states`
-  (a run's initial kernel states) and :func:`compiled_chunk` (its compiled chunk program, for
-  inspecting the HLO).
-- :class:`Kernel`, :class:`Info`, :class:`HMCInfo` — the kernel contract.
+  private, prepare, build, data access and layout, release declaration, audit design).
+- :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains, the data an argument
+  of the compiled program; :func:`init_states` (a run's initial kernel states) and
+  :func:`compiled_chunk` (its compiled chunk program, for inspecting the HLO).
+- :class:`Kernel`, :class:`Info`, :class:`HMCInfo` — the kernel contract: ``init(theta, data)``,
+  ``step(key, state, data) -> (state, info)``; the ``build_*`` functions build kernels from a
+  model and parameters (and a noise source), without data.
 - :func:`sensitivity`, :func:`gaussian_mechanism` — the mechanism; its noise scale is the
   release event's (:meth:`dpmcmc.accounting.Release.noise_std`), shared with the accountant.
 """

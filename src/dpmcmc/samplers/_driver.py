@@ -21,29 +21,37 @@ float64.
 
 Data as an argument
 -------------------
-A kernel closes over its data, and ``jax.jit`` embeds every concrete array a traced function
-closes over in the compiled program as a constant of full size: the data would be copied into the
-executable (twice the memory, a compile time that grows with ``n``) and, under a device mesh,
-replicated on every device. :func:`run_chains` therefore also takes a kernel *builder* and its
-data, ``run_chains(build, theta0, key, num_iterations, data=data)``: ``build(data) -> Kernel`` is
-called inside the compiled chunk function (and the compiled state initialisation) on the traced
-data pytree, so the data (a :class:`~dpmcmc.samplers._layout.PreparedData`, a raw array, or
-the ``jax.Ref`` of :class:`~dpmcmc.samplers._sharding.ShardedRows`) reach the program as
-parameters, sharded as they were placed. :func:`dpmcmc.sample` always runs this way. A ready
-``Kernel`` is still accepted (audits, tests and benchmarks build kernels directly); its data are
-then constants of the program.
+A kernel takes its data as an argument (``init(theta, data)``, ``step(key, state, data)``;
+see :class:`~dpmcmc.samplers._types.Kernel`), and :func:`run_chains` passes ``data=`` to the
+compiled chunk program (and to the compiled state initialisation) as a parameter: the data
+(a :class:`~dpmcmc.samplers._layout.PreparedData`, a
+:class:`~dpmcmc.samplers._sharding.ShardedRows` or a raw array, as the algorithm's
+``layout`` made them) reach the program sharded as they were placed, and are never a constant
+copied into it (``jax.jit`` embeds every concrete array a traced function closes over as a
+constant of full size: twice the memory, a compile time that grows with ``n`` and, under a
+device mesh, all rows on every device).
+
+Secure mode
+-----------
+The driver also accepts a kernel *builder* ``build(noise) -> Kernel`` (a private algorithm's
+builder with everything but its noise source fixed). Without a secret it runs ``build(None)``
+(``jax.random`` noise); with ``secure_secret`` it builds the step of chain ``c`` at iteration
+``t`` inside the compiled scan body, ``build(NoiseSource(secret).at(c, t)).step(key, state,
+data)``, so the secret is a traced argument of the program and each step draws from its own
+position. A ready ``Kernel`` cannot carry the secret and is refused in secure mode.
 
 Compiled once
 -------------
-A :class:`DataKernel` with a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model
-object, prepared parameters) has its jitted functions kept in
-:data:`dpmcmc._compile_cache.PROGRAMS`, keyed also on the chains, the chunk length, secure mode
-and the shapes, dtypes, shardings and static layout of the state, keys and data: a repeated call
-with new data of the same shape neither traces nor compiles again. Such a run also turns on
-JAX's persistent compilation cache (:func:`dpmcmc._compile_cache.ensure_persistent_cache`), so
-a new process loads the program instead of compiling it; the program holds no data, key or
-secret, which are all arguments. The chunk program is compiled before the first chunk runs, so
-the progress output shows a "compiling" phase apart from the sampling bar.
+A run given a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model object, prepared
+parameters, warm-up) has its jitted functions kept in :data:`dpmcmc._compile_cache.PROGRAMS`,
+keyed also on the chunk length, secure mode and the shapes, dtypes, shardings and static layout
+of the state, keys and data (the chain count is in the keys' shape): a repeated call with new
+data of the same shape neither traces nor compiles again. Two runs with equal keys must run the
+same kernel. Such a run also turns on JAX's persistent compilation cache
+(:func:`dpmcmc._compile_cache.ensure_persistent_cache`), so a new process loads the program
+instead of compiling it; the program holds no data, key or secret, which are all arguments. The
+chunk program is compiled before the first chunk runs, so the progress output shows a
+"compiling" phase apart from the sampling bar.
 """
 from __future__ import annotations
 
@@ -62,8 +70,7 @@ from dpmcmc.samplers._types import Kernel
 
 Array = Any
 
-__all__ = ["run_chains", "init_states", "compiled_chunk", "RunProgress", "DataKernel",
-           "DEFAULT_PROGRESS_CHUNKS"]
+__all__ = ["run_chains", "init_states", "compiled_chunk", "RunProgress", "DEFAULT_PROGRESS_CHUNKS"]
 
 
 class RunProgress(NamedTuple):
@@ -92,46 +99,30 @@ class RunProgress(NamedTuple):
 DEFAULT_PROGRESS_CHUNKS = 20
 
 
-class DataKernel:
-    """A kernel builder together with the data it is built on.
+def _builder(kernel, what: str = "kernel") -> Callable[[Optional[NoiseSource]], Kernel]:
+    """``build(noise) -> Kernel`` of a ``Kernel`` (which ignores ``noise``) or of a builder."""
+    if isinstance(kernel, Kernel):
+        return lambda noise=None: kernel
+    if not callable(kernel):
+        raise TypeError(f"{what} must be a Kernel(init, step) or a callable build(noise) -> Kernel, "
+                        f"got {type(kernel).__name__}")
 
-    The driver calls ``build(data)`` inside its compiled functions, on the traced ``data``, so
-    the data are arguments of the compiled program and never constants in it.
+    def build(noise=None):
+        built = kernel(noise)
+        if not isinstance(built, Kernel):
+            raise TypeError(f"{what}: build(noise) must return a Kernel(init, step), got "
+                            f"{type(built).__name__}")
+        return built
 
-    Parameters
-    ----------
-    build : callable
-        ``build(data) -> Kernel``, and ``build(data, noise=source) -> Kernel`` for secure mode
-        (``source`` a :class:`~dpmcmc.samplers._mechanisms.NoiseSource`). It must read only
-        static properties of ``data`` (shapes, dtypes, the static fields of a ``PreparedData``),
-        never its values: it runs on tracers.
-    data : pytree
-        The kernel's data: an array, a ``PreparedData`` or a ``ShardedRows``.
-    cache_key : hashable, optional
-        What ``build`` depends on besides the data's static layout (for ``dpmcmc.sample``:
-        :func:`dpmcmc._compile_cache.kernel_cache_key` of the algorithm, model and prepared
-        parameters). Two DataKernels with equal keys must build the same kernel from the same
-        data; the driver then reuses the compiled programs of the first (see the module
-        docstring). None (default): compiled afresh for every run.
-    """
-
-    __slots__ = ("build", "data", "cache_key")
-
-    def __init__(self, build: Callable[[Any], Kernel], data: Any, cache_key: Any = None):
-        if not callable(build):
-            raise TypeError(f"build must be a callable build(data) -> Kernel, got {type(build).__name__}")
-        if cache_key is not None:
-            hash(cache_key)  # a TypeError here, not at the first lookup
-        self.build = build
-        self.data = data
-        self.cache_key = cache_key
+    return build
 
 
-def _split(kernel):
-    """``(build, data)`` of a Kernel (closing over its data, ``data=None``) or a DataKernel."""
-    if isinstance(kernel, DataKernel):
-        return kernel.build, kernel.data
-    return (lambda _data: kernel), None
+def _check_cache_key(cache_key) -> None:
+    if cache_key is not None:
+        try:
+            hash(cache_key)
+        except TypeError:
+            raise TypeError(f"cache_key must be hashable, got {type(cache_key).__name__}") from None
 
 
 def _replicated_sharding(data):
@@ -149,38 +140,39 @@ def _replicated_sharding(data):
     return None
 
 
-def _cache_key(kernel):
-    return kernel.cache_key if isinstance(kernel, DataKernel) else None
-
-
-def init_states(kernel: Any, theta0: Array):
+def init_states(kernel: Any, theta0: Array, data: Any = None, *, cache_key: Any = None):
     """The initial kernel states of a run: ``vmap(init)`` over the rows of ``theta0``.
 
-    Compiled with the data as an argument (through the program cache when the kernel has a
-    ``cache_key``), under 64-bit JAX types like :func:`run_chains`: the states are exactly
-    those a run starts from, and what a checkpoint stores for a run not yet begun.
+    Compiled with the data as an argument (through the program cache when a ``cache_key`` is
+    given), under 64-bit JAX types like :func:`run_chains`: the states are exactly those a run
+    starts from, and what a checkpoint stores for a run not yet begun.
 
     Parameters
     ----------
-    kernel : Kernel or DataKernel
+    kernel : Kernel or callable ``build(noise) -> Kernel``
     theta0 : array (chains, dim)
         Starting points, one row per chain.
+    data : pytree, optional
+        The kernel's data (as for :func:`run_chains`).
+    cache_key : hashable, optional
+        As for :func:`run_chains`.
 
     Returns
     -------
     pytree
         The kernel state of every chain (leading axis ``chains``).
     """
+    _check_cache_key(cache_key)
+    build = _builder(kernel)
     with jax.enable_x64(True):
         theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
-        build, data = _split(kernel)
-        key = _cache_key(kernel)
-        init = None if key is None else _compile_cache.PROGRAMS.get(("init", key))
+        init = None if cache_key is None else _compile_cache.PROGRAMS.get(("init", cache_key))
         if init is None:
-            init = jax.jit(lambda d, th: jax.vmap(build(d).init)(th))
-            if key is not None:
+            # The initial states draw no privacy noise: the kernel of the default source.
+            init = jax.jit(lambda d, th: jax.vmap(build(None).init, in_axes=(0, None))(th, d))
+            if cache_key is not None:
                 # jit itself keys its executables on the arguments' shapes and dtypes.
-                _compile_cache.PROGRAMS.put(("init", key), init)
+                _compile_cache.PROGRAMS.put(("init", cache_key), init)
         return init(data, theta0)
 
 
@@ -196,80 +188,78 @@ class _Chunk:
         self.compiled = set()
 
 
-def _chunk_program(kernel, length: int, state, chain_keys, secure: bool) -> _Chunk:
-    """The chunk program of a run, from :data:`PROGRAMS` when the kernel has a cache key.
+def _chunk_program(build, length: int, state, chain_keys, secure: bool, data,
+                   cache_key) -> _Chunk:
+    """The chunk program of a run, from :data:`PROGRAMS` when the run has a cache key.
 
-    The key holds everything the traced function depends on: the kernel's key (algorithm,
-    model, parameters), the chunk length, secure mode, and the static signatures of the state,
-    the chain keys and the data (the chain count is in the keys' shape). Never the values.
+    The key holds everything the traced function depends on: the run's ``cache_key``
+    (algorithm, model, parameters), the chunk length, secure mode, and the static signatures of
+    the state, the chain keys and the data (the chain count is in the keys' shape). Never the
+    values.
     """
-    kernel_key = _cache_key(kernel)
     key = None
-    if kernel_key is not None:
-        key = ("chunk", kernel_key, int(length), bool(secure), _compile_cache.signature(state),
-               _compile_cache.signature(chain_keys), _compile_cache.signature(_split(kernel)[1]))
+    if cache_key is not None:
+        key = ("chunk", cache_key, int(length), bool(secure), _compile_cache.signature(state),
+               _compile_cache.signature(chain_keys), _compile_cache.signature(data))
         hit = _compile_cache.PROGRAMS.get(key)
         if hit is not None:
             return hit
-    chunk = _Chunk(*_make_chunk_runner(kernel, length, state, chain_keys, secure))
+    chunk = _Chunk(*_make_chunk_runner(build, length, state, chain_keys, secure, data))
     if key is not None:
         _compile_cache.PROGRAMS.put(key, chunk)
     return chunk
 
 
-def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = False):
+def _make_chunk_runner(build, length: int, state, chain_keys, secure: bool, data):
     """One compiled function for every chunk of a run: ``length`` static, the bounds dynamic.
 
     Iterations ``t >= end`` (the tail of the last chunk) are skipped by a ``lax.cond`` whose
     predicate is shared by all chains, so XLA executes no step for them; their outputs are
     sliced away by the caller. A run therefore compiles exactly once, whatever its length.
 
-    ``kernel`` is a :class:`Kernel` or a :class:`DataKernel`. The compiled function is
-    ``run(state, chain_keys, start, end, secret, data=None)``; for a DataKernel the kernel is
-    built inside it from ``data`` (pass ``kernel.data``), which is thus a parameter of the
-    program, with the sharding it was placed with.
+    ``build`` is ``build(noise) -> Kernel``. The compiled function is ``run(state, chain_keys,
+    start, end, secret, data)``: the data are a parameter of the program, with the sharding they
+    were placed with (``data`` here gives only their shapes, for the Info shape).
 
     With ``secure`` the compiled function takes the secret ChaCha20 key as an argument
-    (never a constant of the program), and each step's kernel is built (at trace time) with
-    ``noise=NoiseSource(secret).at(chain, iteration)``.
+    (never a constant of the program), and each step's kernel is built (at trace time, inside
+    the scan body) with ``noise=NoiseSource(secret).at(chain, iteration)``.
     Returns ``(run, info_shape)``.
     """
-    build, data0 = _split(kernel)
     chains = chain_keys.shape[0]
     chain_ids = jnp.arange(chains, dtype=jnp.uint32)
 
-    def stepper(data, secret):
+    def stepper(secret):
         if secure:
             source = NoiseSource(secret)
 
-            def step_one(k, s, c, t):
+            def step_one(k, s, c, t, d):
                 # The kernel of this chain and iteration carries its own noise source.
-                return build(data, noise=source.at(c, t)).step(k, s)
+                return build(source.at(c, t)).step(k, s, d)
 
-            def step_all(keys, s, t):
-                return jax.vmap(step_one, in_axes=(0, 0, 0, None))(keys, s, chain_ids, t)
+            def step_all(keys, s, t, d):
+                return jax.vmap(step_one, in_axes=(0, 0, 0, None, None))(keys, s, chain_ids, t, d)
         else:
-            step = build(data).step
+            step = build(None).step
 
-            def step_all(keys, s, t):
-                return jax.vmap(step)(keys, s)
+            def step_all(keys, s, t, d):
+                return jax.vmap(step, in_axes=(0, 0, None))(keys, s, d)
         return step_all
 
     def iteration_keys(keys, t):
         return jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
 
-    def shape_of_info(secret, data):
-        return stepper(data, secret)(iteration_keys(chain_keys, 0), state, jnp.uint32(0))[1]
+    def shape_of_info(secret, d):
+        return stepper(secret)(iteration_keys(chain_keys, 0), state, jnp.uint32(0), d)[1]
 
-    info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32), data0)
+    info_shape = jax.eval_shape(shape_of_info, jnp.zeros(8, jnp.uint32), data)
 
-    def run(st, keys, start, end, secret, data=None):
-        return _run(stepper(data, secret), st, keys, start, end)
+    def run(st, keys, start, end, secret, d):
+        step_all = stepper(secret)
 
-    def _run(step_all, st, keys, start, end):
         def body(s, t):
             def do(s):
-                s, info = step_all(iteration_keys(keys, t), s, t)
+                s, info = step_all(iteration_keys(keys, t), s, t, d)
                 return s, (s.position, info)
 
             def skip(s):
@@ -286,24 +276,20 @@ def _make_chunk_runner(kernel, length: int, state, chain_keys, secure: bool = Fa
     return jax.jit(run), info_shape
 
 
-_NO_DATA = object()
-
-
 def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
-               data: Any = _NO_DATA, progress: bool = True, chunk_size: Optional[int] = None,
+               data: Any = None, progress: bool = True, chunk_size: Optional[int] = None,
                secure_secret: Optional[Array] = None, resume: Optional[RunProgress] = None,
-               on_chunk: Optional[Callable[[RunProgress], None]] = None):
-    """Run independent chains of ``kernel``.
+               on_chunk: Optional[Callable[[RunProgress], None]] = None,
+               cache_key: Any = None):
+    """Run independent chains of ``kernel`` on ``data``.
 
     Parameters
     ----------
-    kernel : Kernel, DataKernel, or callable ``build(data) -> Kernel`` when ``data`` is given
-        ``Kernel(init, step)`` of one chain, or a builder of it (with ``data``, or bundled with
-        its data as a :class:`DataKernel`). A builder is called inside the compiled functions on
-        the traced data, so the data are an argument of the compiled program rather than a
-        constant of it (see the module docstring); it may read only static properties of the
-        data (shapes, dtypes, layout), never their values. Secure mode needs a builder that
-        takes ``noise=`` (see :class:`DataKernel`).
+    kernel : Kernel, or callable ``build(noise) -> Kernel``
+        ``Kernel(init, step)`` of one chain (``init(theta, data)``, ``step(key, state, data)``),
+        or a builder of it from its privacy-noise source (``noise``: a
+        :class:`~dpmcmc.samplers._mechanisms.NoiseSource`, or ``None`` for ``jax.random``).
+        Secure mode needs a builder (see the module docstring).
     theta0 : array (chains, dim)
         Starting points, one row per chain.
     key : PRNG key
@@ -312,9 +298,10 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
     num_iterations : int
         Iterations per chain (≥ 1).
     data : pytree, optional
-        The data of a kernel builder: an array, a ``PreparedData`` (possibly sharded over a mesh)
-        or a ``ShardedRows``. Required with a builder, refused with a ``Kernel``. The draws equal
-        those of ``run_chains(build(data), ...)``.
+        The kernel's data, passed to ``init`` and ``step`` as an argument of the compiled
+        program (never a constant in it): laid out by the algorithm
+        (``ALGORITHMS[name].layout``: a ``PreparedData`` or ``ShardedRows``, possibly split over
+        a mesh), or raw rows. ``None`` for a kernel that reads none.
     progress : bool, default True
         Show a progress bar (iteration count only) updated between compiled chunks.
     chunk_size : int, optional
@@ -325,16 +312,21 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         (:func:`dpmcmc.samplers._mechanisms.noise_normal`) is then ChaCha20 output under this key
         with the chain index, the iteration and the release's JAX key as public inputs. The
         secret is an argument of the compiled program, never a constant in it: it reaches the
-        kernels through their ``noise=`` source, built per step by the driver.
+        kernels through their ``noise`` source, built per step by the driver.
     resume : RunProgress, optional
-        Continue a run that stopped after ``resume.done`` iterations (same kernel, ``theta0``,
-        ``key``, ``num_iterations`` and ``secure_secret``): iterations ``done, done+1, ...`` are
-        run from ``resume.state`` and appended to ``resume.positions``/``resume.infos``. The
-        result equals that of the uninterrupted run.
+        Continue a run that stopped after ``resume.done`` iterations (same kernel, data,
+        ``theta0``, ``key``, ``num_iterations`` and ``secure_secret``): iterations ``done,
+        done+1, ...`` are run from ``resume.state`` and appended to
+        ``resume.positions``/``resume.infos``. The result equals that of the uninterrupted run.
     on_chunk : callable, optional
         Called as ``on_chunk(RunProgress(state, positions, infos, done))`` with everything so far
         (NumPy arrays) after each compiled chunk; used for checkpoints. An exception raised by it
         stops the run.
+    cache_key : hashable, optional
+        What the kernel depends on besides the data's static layout (``dpmcmc.sample``:
+        :func:`dpmcmc._compile_cache.kernel_cache_key` of the algorithm, model and prepared
+        parameters). Runs with equal keys must run the same kernel; they then share their
+        compiled programs (see the module docstring). ``None`` (default): compiled afresh.
 
     Returns
     -------
@@ -353,36 +345,28 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
     """
     with jax.enable_x64(True):
         return _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_size,
-                               secure_secret, resume, on_chunk)
+                               secure_secret, resume, on_chunk, cache_key)
 
 
 def _secure_builder(kernel, what: str):
     """Refuse secure mode for a kernel that cannot receive a noise source per step."""
-    if not isinstance(kernel, DataKernel):
-        raise TypeError(f"{what} needs a kernel builder build(data, noise=...) (a DataKernel, or a "
-                        "callable with data=...): a ready Kernel cannot carry the run's secret, "
-                        "which must be an argument of the compiled run")
+    if isinstance(kernel, Kernel) or not callable(kernel):
+        raise TypeError(f"{what} needs a kernel builder build(noise) -> Kernel: a ready Kernel "
+                        "cannot carry the run's secret, which must be an argument of the compiled "
+                        "run")
     try:
-        inspect.signature(kernel.build).bind(None, noise=None)
+        inspect.signature(kernel).bind(None)
     except TypeError:
-        raise TypeError(f"{what}: the kernel builder must accept a noise= keyword "
-                        "(build(data, noise=...)) to carry the run's secret") from None
+        raise TypeError(f"{what}: the kernel builder must take the noise source as its one "
+                        "argument (build(noise) -> Kernel) to carry the run's secret") from None
     except ValueError:
         pass  # no signature to inspect (a builtin): let the call itself decide
 
 
 def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_size,
-                    secure_secret, resume, on_chunk):
-    if data is _NO_DATA:
-        if not isinstance(kernel, (Kernel, DataKernel)):
-            raise TypeError("kernel must be a Kernel(init, step), a DataKernel, or a callable "
-                            "build(data) -> Kernel together with data=...; got "
-                            f"{type(kernel).__name__} without data")
-    else:
-        if isinstance(kernel, Kernel) or not callable(kernel):
-            raise TypeError("with data=..., kernel must be a callable build(data) -> Kernel, got "
-                            f"{type(kernel).__name__}")
-        kernel = DataKernel(kernel, data)
+                    secure_secret, resume, on_chunk, cache_key):
+    build = _builder(kernel)
+    _check_cache_key(cache_key)
     if (isinstance(num_iterations, bool) or not isinstance(num_iterations, numbers.Integral)
             or num_iterations < 1):
         raise ValueError(f"num_iterations must be a positive integer, got {num_iterations!r}")
@@ -407,8 +391,8 @@ def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_s
             raise ValueError("secure_secret must be a uint32 array of shape (8,) (256 bits), got "
                              f"{secure_secret.dtype}{list(secure_secret.shape)}")
         _secure_builder(kernel, "secure_secret")
-    return _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress,
-                       secure, secure_secret, resume, on_chunk)
+    return _run_chains(build, theta0, key, num_iterations, chains, chunk_size, progress,
+                       secure, secure_secret, resume, on_chunk, data, cache_key)
 
 
 def _restore(template, given, what):
@@ -427,17 +411,16 @@ def _restore(template, given, what):
     return jax.tree.unflatten(treedef, out)
 
 
-def _run_chains(kernel, theta0, key, num_iterations, chains, chunk_size, progress, secure,
-                secret, resume, on_chunk):
-    if _cache_key(kernel) is not None:
+def _run_chains(build, theta0, key, num_iterations, chains, chunk_size, progress, secure,
+                secret, resume, on_chunk, data, cache_key):
+    if cache_key is not None:
         # A dpmcmc.sample run (its programs hold no data): let a new process load them.
         _compile_cache.ensure_persistent_cache()
     chain_keys = jax.random.split(key, chains)
-    state = init_states(kernel, theta0)
-    chunk = _chunk_program(kernel, chunk_size, state, chain_keys, secure)
+    state = init_states(build, theta0, data, cache_key=cache_key)
+    chunk = _chunk_program(build, chunk_size, state, chain_keys, secure, data, cache_key)
     runner, info_shape = chunk.run, chunk.info_shape
     secret_arg = secret if secure else jnp.zeros(8, jnp.uint32)
-    data = _split(kernel)[1]
     positions, infos = [], []
     done = 0
     if resume is not None:
@@ -532,38 +515,38 @@ def _compile(chunk: _Chunk, args: tuple, progress: bool) -> None:
     chunk.compiled.add(sig)
 
 
-def compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *,
-                   data: Any = _NO_DATA, secure_secret: Optional[Array] = None):
+def compiled_chunk(kernel: Any, theta0: Array, key: Array, length: int, *, data: Any = None,
+                   secure_secret: Optional[Array] = None, cache_key: Any = None):
     """The compiled chunk program of a run, as ``run_chains`` would compile it (not run).
 
     For inspection: ``compiled_chunk(...).as_text()`` is the optimised HLO, where one can check
-    that no data array is a constant of the program. Arguments as in :func:`run_chains`
-    (``kernel`` may also be a :class:`DataKernel`, with ``data`` omitted). A run of ``length``
-    iterations without progress bar, with the same cache-keyed DataKernel, reuses the program.
+    that no data array is a constant of the program. Arguments as in :func:`run_chains`. A run
+    of ``length`` iterations without progress bar, with the same ``cache_key``, reuses the
+    program.
 
     Returns
     -------
     jax.stages.Compiled
     """
     with jax.enable_x64(True):
-        return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret)
+        return _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret, cache_key)
 
 
-def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret):
-    if data is not _NO_DATA:
-        kernel = DataKernel(kernel, data)
+def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret, cache_key):
+    build = _builder(kernel)
+    _check_cache_key(cache_key)
     theta0 = jnp.asarray(theta0, dtype=jnp.result_type(float))
     chain_keys = jax.random.split(key, theta0.shape[0])
-    state = init_states(kernel, theta0)
+    state = init_states(build, theta0, data, cache_key=cache_key)
     secure = secure_secret is not None
     if secure:
         _secure_builder(kernel, "secure_secret")
-    # Through the program cache: a DataKernel with a cache key (``RunPlan.kernel()``'s) is
-    # compiled here exactly as a run of ``length`` iterations without progress bar compiles it,
-    # and such a run then reuses this executable.
-    chunk = _chunk_program(kernel, int(length), state, chain_keys, secure)
+    # Through the program cache: with a cache key (``dpmcmc.sample``'s) the program is compiled
+    # here exactly as a run of ``length`` iterations without progress bar compiles it, and such
+    # a run then reuses this executable.
+    chunk = _chunk_program(build, int(length), state, chain_keys, secure, data, cache_key)
     secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
-    args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret, _split(kernel)[1])
+    args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret, data)
     compiled = chunk.run.lower(*args).compile()
     chunk.compiled.add(_compile_cache.signature(args))
     return compiled

@@ -1,8 +1,8 @@
 """The data rows laid out in blocks for the per-example passes.
 
 Every full-data pass of :mod:`dpmcmc.samplers._passes` runs over a :class:`PreparedData`: the
-rows cut once (when a kernel is built) into blocks of ``block_size`` rows, padded with masked
-rows, so that per-example intermediates never exceed one block per chain and no pass ever holds
+rows cut once per run (by the algorithm's ``SPEC.layout``, before anything is traced) into
+blocks of ``block_size`` rows, padded with masked rows, so that per-example intermediates never exceed one block per chain and no pass ever holds
 an ``n × dim × chains`` array. On CPU blocks of 4096 rows keep the intermediates in cache
 (measured 1.5–6× faster than one pass for n = 10⁵); on accelerators one block holds everything
 (see :func:`auto_block_size`).
@@ -16,8 +16,9 @@ block_size)``, and the passes vectorise the user's per-record function over the 
 along contiguous memory, which is what makes the autodiff path as fast as hand-written
 elementwise code. A model that supplies ``log_likelihood_batch`` / ``grad_log_likelihood_batch``
 gets row-major blocks, the layout those functions are written for. A raw array given to a pass
-is laid out by the pass itself (concrete arrays in NumPy, traced arrays inside the trace); kernel
-builders lay their data out once, before their step is traced.
+is laid out by the pass itself (concrete arrays in NumPy, traced arrays inside the trace); a run
+lays its data out once (``AlgorithmSpec.layout``) and passes the blocks to the kernel's step as
+its ``data`` argument.
 
 Gradient dtype
 --------------
@@ -47,13 +48,30 @@ __all__ = [
     "auto_block_size",
     "resolve_grad_dtype",
     "data_axis",
+    "num_rows",
     "CPU_BLOCK_SIZE",
     "GRAD_DTYPES",
 ]
 
 CPU_BLOCK_SIZE = 4096
-#: Accepted values of ``grad_dtype`` (kernel builders and ``dpmcmc.sample`` parameters).
+#: Accepted values of ``grad_dtype`` (DP-HMC's builder and layout, ``dpmcmc.sample`` parameters).
 GRAD_DTYPES = ("float32", "float64")
+
+
+def num_rows(data) -> int:
+    """The number of records of a kernel's ``data`` argument (static: read from its shape).
+
+    Raises
+    ------
+    TypeError
+        ``data`` holds no rows (``None``, say, when a run forgot its ``data=``).
+    """
+    shape = getattr(data, "shape", None)
+    if shape is None or len(shape) < 1:
+        raise TypeError("data must be the kernel's data: rows (n, ...), or as laid out by the "
+                        f"algorithm's SPEC.layout; got {type(data).__name__} (pass data= to "
+                        "run_chains, or the data to the kernel's init and step)")
+    return int(shape[0])
 
 
 def auto_block_size(n: int, block_size: Optional[int] = None) -> Optional[int]:
@@ -220,9 +238,9 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
     """
     if isinstance(data, PreparedData):
         return data
-    if data.ndim < 1 or data.shape[0] < 1:
+    n = num_rows(data)
+    if n < 1:
         raise ValueError(f"data must have at least one row, got shape {tuple(data.shape)}")
-    n = int(data.shape[0])
     if column_major is None:
         column_major = _default_layout(model)
     ndev = 1

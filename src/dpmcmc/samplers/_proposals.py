@@ -84,8 +84,9 @@ def update_direction(direction: Array, component: Array, accepted: Array, mode: 
     return direction.at[component].multiply(flip)
 
 
-def init_state(theta: Array) -> ProposalState:
-    """Initial state of a proposal-then-test kernel: ``theta`` with every direction +1."""
+def init_state(theta: Array, data: Any = None) -> ProposalState:
+    """Initial state of a proposal-then-test kernel: ``theta`` with every direction +1 (the
+    data are not read)."""
     theta = jnp.asarray(theta)
     return ProposalState(theta, jnp.ones_like(theta))
 
@@ -105,15 +106,15 @@ def finish_move(state: ProposalState, theta_new: Array, component: Array, accept
     return new_state, Info(accepted, clip_fraction.astype(theta.dtype), diverged)
 
 
-#: ``release(keys, theta, theta_new) -> (data_term, noise_sd, clip_fraction, taps)``.
-Release = Callable[[Any, Array, Array], tuple]
+#: ``release(keys, theta, theta_new, data) -> (data_term, noise_sd, clip_fraction, taps)``.
+Release = Callable[[Any, Array, Array, Any], tuple]
 #: ``accept(key, noisy_log_ratio, noise_sd) -> (accepted, nan)``.
 Accept = Callable[[Array, Array, Array], tuple]
 
 
 def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int,
                         release: Release, accept: Accept
-                        ) -> Callable[[Array, ProposalState], tuple[ProposalState, Info, dict]]:
+                        ) -> Callable[[Array, ProposalState, Any], tuple[ProposalState, Info, dict]]:
     """The step skeleton of the propose-then-test samplers: propose → release → prior → accept.
 
     Parameters
@@ -127,8 +128,8 @@ def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int
         ``2 + release_keys`` keys, in the order proposal, release keys, accept test (the order
         fixes the draws of a key, so it must not change).
     release : callable
-        ``release(keys, theta, theta_new) -> (data_term, noise_sd, clip_fraction, taps)``: the
-        algorithm's only data access (an accounted mechanism). ``data_term`` is its released
+        ``release(keys, theta, theta_new, data) -> (data_term, noise_sd, clip_fraction, taps)``:
+        the algorithm's only data access (an accounted mechanism). ``data_term`` is its released
         (tempered) contribution to the log acceptance ratio, ``noise_sd`` what ``accept`` needs
         of its noise, ``clip_fraction`` the NON-private clip fraction for :class:`Info`, ``taps``
         a dict of released values for the audit.
@@ -139,14 +140,14 @@ def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int
     Returns
     -------
     callable
-        ``transition(key, state) -> (state, info, taps)``; ``taps`` is ``release``'s dict with
-        ``"theta"`` and ``"theta_new"`` added (the query the release answered).
+        ``transition(key, state, data) -> (state, info, taps)``; ``taps`` is ``release``'s dict
+        with ``"theta"`` and ``"theta_new"`` added (the query the release answered).
     """
-    def transition(key, state):
+    def transition(key, state, data):
         k_prop, *k_release, k_acc = jax.random.split(key, 2 + release_keys)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, proposal_std, mode)
-        data_term, noise_sd, clip_fraction, taps = release(k_release, theta, theta_new)
+        data_term, noise_sd, clip_fraction, taps = release(k_release, theta, theta_new, data)
         noisy_log_ratio = data_term + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = accept(k_acc, noisy_log_ratio, noise_sd)
         new_state, info = finish_move(state, theta_new, i, accepted, nan, clip_fraction, mode)

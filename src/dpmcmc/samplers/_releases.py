@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Optional
 import jax.numpy as jnp
 
 from dpmcmc.accounting.events import gaussian_release
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum
 
@@ -56,7 +57,7 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     -------
     Release
     """
-    n = data.shape[0]
+    n = num_rows(data)
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(clip, dtype) * jnp.linalg.norm(theta_new - theta)
     clip_to = bound if noise is None else noise.clip_bound(bound)
@@ -91,7 +92,7 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     -------
     Release
     """
-    n = data.shape[0]
+    n = num_rows(data)
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(grad_clip, dtype)
     clip_to = bound if noise is None else noise.clip_bound(bound)

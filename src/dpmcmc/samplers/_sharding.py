@@ -40,30 +40,23 @@ Why this design (the compiled HLO, 4 forced host devices, jax 0.10.2 with Shardy
   ``(chains, b, width)`` batch; no ``all-gather``). It was not chosen because that choice is the
   partitioner's (nothing guarantees it for other shapes or versions), the floating-point
   all-reduce of a value and zeros is not bit-exact in every case, and it needs even shards.
-- Either way the data must reach the program as an argument. A concrete array that a kernel
-  closes over (a ``Kernel`` built directly, as audits, tests and benchmarks do:
-  ``Kernel.step(key, state)`` has no data argument) is embedded by ``jax.jit`` as an HLO
-  ``constant`` of its full shape, and an SPMD program replicates constants on every device: each
-  device would hold all ``n`` rows however the array was placed (measured: ``f64[n,2]
-  constant({...})`` in the compiled text, with or without
-  ``jax_use_simplified_jaxpr_constants``). :func:`dpmcmc.sample` avoids this by building the
-  kernel inside the compiled program from the data passed as an argument (see
-  :mod:`dpmcmc.samplers._driver`, "Data as an argument"); :func:`shard_rows` in addition keeps
-  the sharded rows in a ``jax.Ref`` (``jax.new_ref``), which ``jax.jit`` passes as an implicit,
-  aliased argument of the program (``input_output_alias``) even when a directly built kernel
-  closes over it, so the compiled program takes a parameter of ``⌈n/D⌉`` rows per device,
-  sharded ``{devices=[D,...]}``, and never holds the full data. The test checks the compiled
-  program for the absence of any ``all-gather`` and of any constant or buffer with ``n`` rows.
-- Limitation of the Ref: JAX does not support reading a Ref inside a ``lax.cond`` that is
-  itself under ``vmap`` (``NotImplementedError: State effect not supported in vmap-of-cond``).
-  The subsampled kernels gather outside any ``cond`` and the driver's ``cond`` over skipped
-  iterations is outside the ``vmap`` over chains, so this never arises in ``dpmcmc.sample``; a
-  caller who vmaps a whole driver run over a sharded kernel would meet it.
+- Either way the data must reach the program as an argument. A concrete array that a traced
+  function closes over is embedded by ``jax.jit`` as an HLO ``constant`` of its full shape, and
+  an SPMD program replicates constants on every device: each device would hold all ``n`` rows
+  however the array was placed (measured: ``f64[n,2] constant({...})`` in the compiled text,
+  with or without ``jax_use_simplified_jaxpr_constants``). Kernels therefore take their data as
+  an argument (``step(key, state, data)``), and :func:`dpmcmc.samplers.run_chains` passes the
+  :class:`ShardedRows` (or the blocks of :func:`shard_data`) to the compiled program as a
+  parameter, so the program takes ``⌈n/D⌉`` rows per device, sharded ``{devices=[D,...]}``, and
+  never holds the full data. The test checks the compiled program for the absence of any
+  ``all-gather`` and of any constant or buffer with ``n`` rows. (Before kernels took their data
+  as an argument, :func:`shard_rows` kept the rows in a ``jax.Ref`` so that a kernel closing
+  over them still passed them as an implicit argument; the Ref and its limitation, no reading
+  inside a ``lax.cond`` under ``vmap``, are gone.)
 
-The full-data path (:func:`shard_data`) holds plain sharded arrays: :func:`dpmcmc.sample`
-passes them to the compiled program as arguments, placed as :func:`shard_data` placed them,
-so each device holds its own blocks only. A kernel built directly on them and run without
-``data=`` closes over them and embeds them as constants, as described above.
+The full-data path (:func:`shard_data`) holds plain sharded arrays too, passed to the compiled
+program as arguments, placed as :func:`shard_data` placed them, so each device holds its own
+blocks only.
 
 Multi-host: on several machines, call ``jax.distributed.initialize()`` on every host first, then
 build the mesh over ``jax.devices()`` (all hosts' devices) and pass it. See docs/scaling.md for
@@ -135,8 +128,8 @@ def shard_data(data: Array, mesh: Any, *, model=None, block_size: Optional[int] 
     Returns
     -------
     PreparedData
-        Pass it as ``data`` to the kernel builders of the algorithms whose spec has
-        ``data_access == "full"``.
+        The ``data`` argument of the kernels of the algorithms whose spec has
+        ``data_access == "full"`` (what their ``SPEC.layout(..., mesh=mesh)`` returns).
     """
     from jax.sharding import Mesh
 
@@ -154,15 +147,15 @@ class ShardedRows:
 
     The data layout of the subsampled samplers under a mesh (their spec's ``data_access`` is
     ``"subsampled"``; the full-data samplers' layout is a :class:`PreparedData` from
-    :func:`shard_data`). One row-major block per device: ``blocks`` is a ``jax.Ref`` holding an
-    array ``(D, ⌈n/D⌉, *record)`` sharded over ``axis_name``, which ``jax.jit`` passes to the
-    compiled program as an argument instead of embedding it as a constant (see the module
-    docstring). Read it only through :func:`gather_rows` (or
+    :func:`shard_data`). One row-major block per device: ``blocks`` is an array
+    ``(D, ⌈n/D⌉, *record)`` sharded over ``axis_name``, a plain pytree leaf, so a kernel's
+    ``data`` argument carries it into the compiled program as a sharded parameter (see the
+    module docstring). Read it only through :func:`gather_rows` (or
     :func:`dpmcmc.samplers._minibatch.batch_rows`); it is not a layout for the full-data passes.
 
     Attributes
     ----------
-    blocks : jax.Ref
+    blocks : jax.Array
         ``(D, rows_per_device, *record)``; rows ``≥ n`` are padding, never gathered.
     n : int
         Number of real rows (static).
@@ -219,8 +212,8 @@ def shard_rows(data: Array, mesh: Any, *, axis_name: Optional[str] = None) -> Sh
     Returns
     -------
     ShardedRows
-        Pass it as ``data`` to the kernel builders of the algorithms whose spec has
-        ``data_access == "subsampled"``.
+        The ``data`` argument of the kernels of the algorithms whose spec has
+        ``data_access == "subsampled"`` (what their ``SPEC.layout(..., mesh=mesh)`` returns).
 
     Raises
     ------
@@ -257,7 +250,7 @@ def shard_rows(data: Array, mesh: Any, *, axis_name: Optional[str] = None) -> Sh
 
     sharding = NamedSharding(mesh, PartitionSpec(axis_name))
     blocks = jax.make_array_from_callback(global_shape, sharding, local_block)
-    return ShardedRows(jax.new_ref(blocks), n, mesh, axis_name)
+    return ShardedRows(blocks, n, mesh, axis_name)
 
 
 def _unsigned_like(dtype) -> Any:
@@ -283,7 +276,7 @@ def gather_rows(data: ShardedRows, idx: Array) -> Array:
 
     ax = data.axis_name
     per = data.block_size
-    blocks = data.blocks[...]  # the Ref's value: a program argument, sharded over ``ax``
+    blocks = data.blocks  # a program argument, sharded over ``ax``
     dtype = blocks.dtype
     idx = jnp.asarray(idx)
     if not jnp.issubdtype(idx.dtype, jnp.integer):

@@ -3,8 +3,8 @@
 Each algorithm module (``rwmh``, ``hmc``, ``dp_penalty``, ``dp_hmc``, ``barker``,
 ``minibatch_penalty``, ``dp_sgld``, ``dp_sgnht``) defines one :class:`AlgorithmSpec` named
 ``SPEC``; :mod:`dpmcmc.samplers._registry` collects them into ``ALGORITHMS``. Nothing else keeps
-a table keyed by algorithm name: the accountant reads ``SPEC.releases``, the run reads
-``SPEC.data_access``, the audit resolves ``SPEC.audit``.
+a table keyed by algorithm name: the accountant reads ``SPEC.releases``, the run lays its data
+out with ``SPEC.layout`` (from ``SPEC.data_access``), the audit resolves ``SPEC.audit``.
 """
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_int, check_param_names
 from dpmcmc.accounting.events import Release, ReleaseSpec
-from dpmcmc.samplers._layout import PreparedData
-from dpmcmc.samplers._sharding import ShardedRows
+from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.samplers._sharding import ShardedRows, shard_rows
 from dpmcmc.samplers._types import Kernel
 
-__all__ = ["AlgorithmSpec", "FULL", "SUBSAMPLED", "DATA_ACCESS", "check_common", "as_data", "optional_block"]
+__all__ = ["AlgorithmSpec", "FULL", "SUBSAMPLED", "DATA_ACCESS", "check_common", "as_rows",
+           "optional_block"]
 
 #: ``data_access`` of an algorithm whose every data access is a full-data pass (split over a
 #: mesh by ``_sharding.shard_data``; the data are laid out in blocks).
@@ -42,11 +43,14 @@ class AlgorithmSpec(NamedTuple):
         ``prepare(params: dict, model, n) -> dict``: validate (ValueError/TypeError naming the
         argument) and fill defaults. Touches no data.
     build : callable
-        ``build(model, data, params) -> Kernel`` from prepared params; the private algorithms'
-        also take ``noise=`` (a :class:`~dpmcmc.samplers._mechanisms.NoiseSource`, the kernel's
-        privacy-noise source; default ``jax.random``).
+        ``build(model, params, noise=None) -> Kernel`` from prepared params, without data: the
+        kernel's ``init`` and ``step`` take the data (laid out by :meth:`layout`) as an
+        argument. ``noise`` is the kernel's privacy-noise source (a
+        :class:`~dpmcmc.samplers._mechanisms.NoiseSource`; ``None``: ``jax.random``); the
+        non-private algorithms ignore it.
     data_access : {"full", "subsampled"}
-        How an iteration reads the data: full-data passes, or a fixed-size batch of rows.
+        How an iteration reads the data: full-data passes, or a fixed-size batch of rows. It
+        fixes the data's layout (:meth:`layout`).
     releases : ReleaseSpec or None
         What one iteration releases (``None``: non-private). The accountant composes these
         events; the kernel's mechanisms draw their noise from the same event constructors.
@@ -73,6 +77,41 @@ class AlgorithmSpec(NamedTuple):
         names = self.releases.required + self.releases.optional
         return {k: params[k] for k in names if params.get(k) is not None}
 
+    def layout(self, data, params: dict, model, mesh=None, axis_name: Optional[str] = None):
+        """The data as this algorithm's kernel reads them: once per run, outside the step.
+
+        Full-data algorithms: the rows in blocks (:func:`~dpmcmc.samplers._layout.prepare_data`
+        with the prepared ``block_size`` and, for DP-HMC, the float32 copy its gradient passes
+        read), split over ``mesh`` if given. Subsampled algorithms: the rows as one device array,
+        or split in contiguous ranges over ``mesh``
+        (:func:`~dpmcmc.samplers._sharding.shard_rows`). Data already laid out (a
+        ``PreparedData`` or ``ShardedRows``) are returned as given. Decided from the shapes and
+        dtypes and the prepared parameters only, never from the data's values.
+
+        Parameters
+        ----------
+        data : array (n, ...)
+        params : dict
+            Prepared parameters (:attr:`prepare`).
+        model : Model
+            Picks the block layout (column-major unless it brings vectorised functions).
+        mesh : jax.sharding.Mesh, optional
+        axis_name : str, optional
+            The mesh axis the rows are split over (default: its only axis).
+
+        Returns
+        -------
+        PreparedData, ShardedRows or array
+            The ``data`` argument of the kernel's ``init`` and ``step``.
+        """
+        if self.data_access == FULL:
+            return prepare_data(data, model=model, block_size=params.get("block_size"),
+                                grad_dtype=params.get("grad_dtype"), mesh=mesh,
+                                axis_name=axis_name)
+        if isinstance(data, ShardedRows) or mesh is None:
+            return as_rows(data)
+        return shard_rows(data, mesh, axis_name=axis_name)
+
     def events(self, n: int, params: dict) -> tuple[Release, ...]:
         """What one iteration releases on ``n`` records with prepared ``params`` (non-private: ())."""
         if self.releases is None:
@@ -89,9 +128,9 @@ def check_common(algorithm: str, params: dict, allowed, required: tuple, model, 
         raise TypeError("model must be a dpmcmc Model")
 
 
-def as_data(data):
-    """``data`` for a kernel builder: laid out data as given, else a non-empty device array."""
-    if isinstance(data, (PreparedData, ShardedRows)):  # laid out (possibly sharded) by the caller
+def as_rows(data):
+    """The subsampled samplers' rows: a ``ShardedRows`` as given, else a non-empty device array."""
+    if isinstance(data, ShardedRows):  # split over a mesh by the caller
         return data
     data = jnp.asarray(data)
     if data.ndim < 1 or data.shape[0] < 1:

@@ -10,20 +10,28 @@ __all__ = ["Kernel", "TappedKernel", "Info", "HMCInfo"]
 
 
 class Kernel(NamedTuple):
-    """A Markov kernel as a pair of pure functions.
+    """A Markov kernel as a pair of pure functions that take the data as an argument.
+
+    A kernel is built from the model, its parameters and (private kernels) its noise source
+    only; the data are an argument of every call, as NumPyro's kernels take their model
+    arguments. Under ``jax.jit`` they are therefore a parameter of the compiled program, never a
+    constant copied into it, and the same kernel runs on any data of the same layout. The
+    layout is the algorithm's (``ALGORITHMS[name].layout``: blocks for the full-data passes,
+    rows for the subsampled samplers); a full-data kernel also accepts raw rows, which its
+    passes then lay out on the fly.
 
     Attributes
     ----------
     init : callable
-        ``init(theta) -> State`` for one chain, ``theta`` of shape ``(dim,)``. ``State`` is a
-        NamedTuple pytree with at least a ``position`` field.
+        ``init(theta, data) -> State`` for one chain, ``theta`` of shape ``(dim,)``. ``State``
+        is a NamedTuple pytree with at least a ``position`` field.
     step : callable
-        ``step(key, state) -> (state, info)``: one iteration. Pure and jit-able; ``info`` is an
-        :class:`Info` (or :class:`HMCInfo`).
+        ``step(key, state, data) -> (state, info)``: one iteration. Pure and jit-able; ``info``
+        is an :class:`Info` (or :class:`HMCInfo`). Always exactly this pair.
     """
 
-    init: Callable[[Array], Any]
-    step: Callable[[PRNGKey, Any], tuple]
+    init: Callable[[Array, Any], Any]
+    step: Callable[[PRNGKey, Any, Any], tuple]
 
 
 class TappedKernel(NamedTuple):
@@ -38,21 +46,21 @@ class TappedKernel(NamedTuple):
     init : callable
         As :attr:`Kernel.init`.
     transition : callable
-        ``transition(key, state) -> (state, info, taps)``: one iteration; ``taps`` a dict of the
+        ``transition(key, state, data) -> (state, info, taps)``: one iteration; ``taps`` a dict of the
         released noisy values, their noise scale and the query they answer (see each builder).
         NOT part of a run's output: some taps (a batch, DP Barker's noise variance) are
         internals of the mechanism.
     """
 
-    init: Callable[[Array], Any]
-    transition: Callable[[PRNGKey, Any], tuple]
+    init: Callable[[Array, Any], Any]
+    transition: Callable[[PRNGKey, Any, Any], tuple]
 
     def kernel(self) -> Kernel:
         """The public kernel: the same transition, its taps dropped."""
         transition = self.transition
 
-        def step(key, state):
-            new_state, info, _ = transition(key, state)
+        def step(key, state, data):
+            new_state, info, _ = transition(key, state, data)
             return new_state, info
 
         return Kernel(self.init, step)

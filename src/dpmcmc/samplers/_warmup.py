@@ -149,8 +149,9 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
     Returns
     -------
     Kernel
-        ``init(theta)`` and ``step(key, state) -> (state, info)`` with the inner kernel's
-        ``info``. The adapted values are in the state (``scale``, ``diagonal``).
+        ``init(theta, data)`` and ``step(key, state, data) -> (state, info)`` with the inner
+        kernel's ``info``; the data are passed through to the inner kernel. The adapted values
+        are in the state (``scale``, ``diagonal``).
     """
     warmup = int(warmup)
     if warmup < 1:
@@ -169,20 +170,20 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         step = scale * step0
         return {adaptation.step: step, adaptation.diagonal: diag}
 
-    def init(theta):
+    def init(theta, data):
         theta = jnp.asarray(theta)
         dim = theta.shape[-1]
         d0 = jnp.broadcast_to(diag0 if adaptation.step == adaptation.diagonal or diag0.ndim
                               else diag0 * jnp.ones(dim), (dim,)).astype(jnp.float64)
         if adaptation.step == adaptation.diagonal and step_is_vector:
             d0 = step0
-        inner = build(overrides(jnp.ones((), jnp.float64), d0)).init(theta)
+        inner = build(overrides(jnp.ones((), jnp.float64), d0)).init(theta, data)
         zeros = jnp.zeros(dim, jnp.float64)
         return AdaptState(inner, da_init(1.0), jnp.ones((), jnp.float64), d0, zeros, zeros,
                           jnp.zeros((), jnp.float64), jnp.zeros((), jnp.int32))
 
-    def step(key, s: AdaptState):
-        new_inner, info = build(overrides(s.scale, s.diagonal)).step(key, s.inner)
+    def step(key, s: AdaptState, data):
+        new_inner, info = build(overrides(s.scale, s.diagonal)).step(key, s.inner, data)
         t = s.iteration
         adapting = t < warmup
         # The only inputs of the adaptation: the accept flag and the new draw (both released).

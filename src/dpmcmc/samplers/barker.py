@@ -100,6 +100,7 @@ from dpmcmc.samplers._barker_correction import (
     sample_correction,
     validate_correction_variance,
 )
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
@@ -108,7 +109,7 @@ from dpmcmc.samplers._minibatch import (
     sample_batch_indices,
 )
 from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -246,7 +247,7 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, noise: Optional[NoiseSo
     return (~nan) & (noisy_log_ratio + x > 0), nan
 
 
-def tapped_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
+def tapped_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
                      mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
                      mechanism: Callable = gaussian_mechanism,
                      correction: Callable = draw_correction) -> TappedKernel:
@@ -265,15 +266,21 @@ def tapped_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_st
         "theta_new": θ', "batch": the batch indices}``.
     """
     check_mode(mode)
-    n = data.shape[0]
     b = int(batch_size)
-    if not MIN_BATCH_SIZE <= b <= n:
-        raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n = {n}, got {b}")
+    if b < MIN_BATCH_SIZE:
+        raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n, got {b}")
     n0 = float(n0)
-    if not (math.isfinite(n0) and 0.0 < n0 <= n):
-        raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
+    if not (math.isfinite(n0) and 0.0 < n0):
+        raise ValueError(f"n0 must satisfy 0 < n0 <= n, got {n0!r}")
 
-    def release(keys, theta, theta_new):
+    def release(keys, theta, theta_new, data):
+        # n is the data's static row count, known when the step is traced.
+        n = num_rows(data)
+        if b > n:
+            raise ValueError(f"batch_size must satisfy {MIN_BATCH_SIZE} <= batch_size <= n = {n}, "
+                             f"got {b}")
+        if n0 > n:
+            raise ValueError(f"n0 must satisfy 0 < n0 <= n = {n}, got {n0!r}")
         k_batch, k_noise = keys
         idx = sample_batch_indices(k_batch, n, b, noise)
         rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
@@ -289,7 +296,7 @@ def tapped_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_st
     return TappedKernel(init_state, transition)
 
 
-def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std: Array,
+def build_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
                     mode: str = "random-walk", *, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP Barker kernel (see the module docstring).
 
@@ -298,7 +305,6 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
     model : Model
         Its ``temperature`` is NOT read here: the tempering is ``T = n0 / n`` (the registry's
         ``prepare`` reconciles the two).
-    data : array (n, ...)
     batch_size : int
         ``b``, the fixed batch size, ``11 ≤ b ≤ n``.
     n0 : float
@@ -316,10 +322,13 @@ def build_dp_barker(model, data: Array, batch_size: int, n0: float, proposal_std
     Returns
     -------
     Kernel
-        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` the rows (n, ...), an array
+        or a ``ShardedRows`` (``SPEC.layout``). ``batch_size ≤ n`` and ``n0 ≤ n`` are checked
+        when the step is traced on them. State
+        :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
         ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
-    return tapped_dp_barker(model, data, batch_size, n0, proposal_std, mode, noise=noise).kernel()
+    return tapped_dp_barker(model, batch_size, n0, proposal_std, mode, noise=noise).kernel()
 
 
 # ---------------------------------------------------------------- the spec
@@ -348,9 +357,9 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_dp_barker(model, as_data(data), p["batch_size"], p["n0"], p["proposal_std"],
-                           p["mode"], noise=noise)
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_barker(model, p["batch_size"], p["n0"], p["proposal_std"], p["mode"],
+                           noise=noise)
 
 
 def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:

@@ -38,11 +38,11 @@ from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.accounting._checks import check_choice, check_positive
 from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._layout import GRAD_DTYPES, prepare_data
+from dpmcmc.samplers._layout import GRAD_DTYPES, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
 from dpmcmc.samplers.hmc import jittered_step_size, prepare_leapfrog
 
@@ -59,10 +59,9 @@ class DPHMCState(NamedTuple):
     halton_mask: Array
 
 
-def tapped_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, grad_clip: float,
+def tapped_dp_hmc(model, tau_l: float, tau_g: float, clip: float, grad_clip: float,
                   step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
-                  grad_method: str = "auto", block_size: Optional[int] = None,
-                  grad_dtype: Optional[str] = "float32", mesh=None,
+                  grad_method: str = "auto", grad_dtype: Optional[str] = "float32",
                   noise: Optional[NoiseSource] = None,
                   accept: Callable = penalty_accept) -> TappedKernel:
     """The DP-HMC kernel with its taps (arguments as :func:`build_dp_hmc`).
@@ -79,24 +78,23 @@ def tapped_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, g
         and its query) and ``"grad_sum"``, the sum of the iteration's L+1 released noisy gradient
         sums (untempered).
     """
-    # Laid out once here; every pass of every iteration reads these blocks.
-    data = prepare_data(data, model=model, block_size=block_size, grad_dtype=grad_dtype, mesh=mesh)
-    n = data.shape[0]
     temp = model.temperature
     mass = jnp.asarray(mass)
     prior_grad = jax.grad(model.log_prior)
 
-    def grad_fn(key, theta):
-        rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
-                           grad_dtype=grad_dtype, noise=noise)
-        # The leapfrog's aux sum also sums the released gradients (a tap for the audit).
-        return temp * rel.value + prior_grad(theta), (rel.clip_count, rel.value)
-
-    def init(theta):
+    def init(theta, data=None):
         theta = jnp.asarray(theta)
         return DPHMCState(theta, jnp.zeros((), jnp.uint32), jnp.zeros((), jnp.uint32))
 
-    def transition(key, state):
+    def transition(key, state, data):
+        n = num_rows(data)
+
+        def grad_fn(key, theta):
+            rel = release_grad(key, model, data, theta, tau_g, grad_clip, method=grad_method,
+                               grad_dtype=grad_dtype, noise=noise)
+            # The leapfrog's aux sum also sums the released gradients (a tap for the audit).
+            return temp * rel.value + prior_grad(theta), (rel.clip_count, rel.value)
+
         k_mask, k_mom, k_g0, k_lf, k_noise, k_acc = jax.random.split(key, 6)
         theta = state.position
         m = mass.astype(theta.dtype)
@@ -125,17 +123,15 @@ def tapped_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, g
     return TappedKernel(init, transition)
 
 
-def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, grad_clip: float,
+def build_dp_hmc(model, tau_l: float, tau_g: float, clip: float, grad_clip: float,
                  step_size: float, leapfrog_steps: int, mass: Array, *, jitter: bool = True,
-                 grad_method: str = "auto", block_size: Optional[int] = None,
-                 grad_dtype: Optional[str] = "float32", mesh=None,
+                 grad_method: str = "auto", grad_dtype: Optional[str] = "float32",
                  noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP-HMC kernel.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...) or PreparedData
     tau_l, tau_g : float
         Noise parameters of the log-likelihood-ratio and gradient releases.
     clip : float
@@ -152,28 +148,27 @@ def build_dp_hmc(model, data: Array, tau_l: float, tau_g: float, clip: float, gr
     jitter : bool, default True
     grad_method : {"auto", "reverse", "forward", "vmap"}
         Autodiff mode for per-example gradients (see :mod:`dpmcmc.samplers._passes`).
-    block_size : int, optional
-        Data block size for the per-example passes (default: ``auto_block_size``).
     grad_dtype : {"float32", "float64"}, default "float32"
         Dtype of the per-example gradient passes. The gradients only steer the proposal (the
         accept test, in float64, keeps the chain exact) and their released sum carries noise far
         above float32 rounding; float32 halves the memory traffic of the L+1 gradient passes.
-        The log-likelihood-ratio release stays in the dtype of θ.
-    mesh : jax.sharding.Mesh, optional
-        Split the data rows over the devices of the mesh's (one) axis (see
-        :mod:`dpmcmc.samplers._sharding`).
+        The log-likelihood-ratio release stays in the dtype of θ. The passes read the float32
+        copy of the blocks that ``SPEC.layout`` (``prepare_data(..., grad_dtype=...)``) keeps.
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
-        release's JAX key; the chain driver passes a secure source in secure mode).
+        release's JAX key; the chain driver builds the step with a secure source in secure
+        mode).
 
     Returns
     -------
     Kernel
-        Info is :class:`HMCInfo`.
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` a ``PreparedData``
+        (``SPEC.layout``: blocks, split over a mesh if one is given; raw rows are laid out by
+        each pass on the fly). Info is :class:`HMCInfo`.
     """
-    return tapped_dp_hmc(model, data, tau_l, tau_g, clip, grad_clip, step_size, leapfrog_steps,
-                         mass, jitter=jitter, grad_method=grad_method, block_size=block_size,
-                         grad_dtype=grad_dtype, mesh=mesh, noise=noise).kernel()
+    return tapped_dp_hmc(model, tau_l, tau_g, clip, grad_clip, step_size, leapfrog_steps, mass,
+                         jitter=jitter, grad_method=grad_method, grad_dtype=grad_dtype,
+                         noise=noise).kernel()
 
 
 # ---------------------------------------------------------------- the spec
@@ -197,11 +192,12 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_dp_hmc(model, as_data(data), p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    # block_size is the layout's (SPEC.layout), not the kernel's; grad_dtype is both (the
+    # layout keeps a copy of the blocks in it, the passes compute in it).
+    return build_dp_hmc(model, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
                         p["step_size"], p["leapfrog_steps"], p["mass"], jitter=p["jitter"],
-                        grad_method=p["grad_method"], block_size=p["block_size"],
-                        grad_dtype=p["grad_dtype"], noise=noise)
+                        grad_method=p["grad_method"], grad_dtype=p["grad_dtype"], noise=noise)
 
 
 def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:

@@ -32,11 +32,11 @@ import jax.numpy as jnp
 from dpmcmc.accounting._checks import check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
 from dpmcmc.samplers._releases import release_llr
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -44,9 +44,8 @@ Array = Any
 __all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty", "SPEC"]
 
 
-def tapped_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
-                      mode: str = "random-walk", *, block_size: Optional[int] = None,
-                      mesh=None, noise: Optional[NoiseSource] = None,
+def tapped_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
+                      mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
                       accept: Callable = penalty_accept) -> TappedKernel:
     """The DP penalty kernel with its taps (arguments as :func:`build_dp_penalty`).
 
@@ -63,30 +62,25 @@ def tapped_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std:
         "theta_new": θ'}``.
     """
     check_mode(mode)
-    # Laid out once here; every iteration's pass reads these blocks.
-    data = prepare_data(data, model=model, block_size=block_size, mesh=mesh)
-    n = data.shape[0]
     temp = model.temperature
 
-    def release(keys, theta, theta_new):
+    def release(keys, theta, theta_new, data):
         (k_noise,) = keys
         rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
-        return (temp * rel.value, temp * rel.sigma, rel.clip_count / n,
+        return (temp * rel.value, temp * rel.sigma, rel.clip_count / num_rows(data),
                 {"llr": rel.value, "llr_sigma": rel.sigma})
 
     transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 1, release, accept)
     return TappedKernel(init_state, transition)
 
 
-def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: Array,
-                     mode: str = "random-walk", *, block_size: Optional[int] = None,
-                     mesh=None, noise: Optional[NoiseSource] = None) -> Kernel:
+def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
+                     mode: str = "random-walk", *, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP penalty kernel.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...) or PreparedData
     tau : float
         Noise parameter τ > 0 (σ = 2 τ √n b‖θ−θ'‖).
     clip : float
@@ -94,22 +88,20 @@ def build_dp_penalty(model, data: Array, tau: float, clip: float, proposal_std: 
     proposal_std : array (dim,)
         Proposal standard deviations (per component).
     mode : {"random-walk", "one-component", "guided-walk"}
-    block_size : int, optional
-        Data block size for the per-example pass (default: ``auto_block_size``).
-    mesh : jax.sharding.Mesh, optional
-        Split the data rows over the devices of the mesh's (one) axis (see
-        :mod:`dpmcmc.samplers._sharding`).
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
-        release's JAX key; the chain driver passes a secure source in secure mode).
+        release's JAX key; the chain driver builds the step with a secure source in secure
+        mode).
 
     Returns
     -------
     Kernel
-        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info`.
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` a ``PreparedData``
+        (``SPEC.layout``: blocks, split over a mesh if one is given; raw rows are laid out by the
+        pass on the fly). State :class:`dpmcmc.samplers._proposals.ProposalState`; info
+        :class:`Info`.
     """
-    return tapped_dp_penalty(model, data, tau, clip, proposal_std, mode, block_size=block_size,
-                             mesh=mesh, noise=noise).kernel()
+    return tapped_dp_penalty(model, tau, clip, proposal_std, mode, noise=noise).kernel()
 
 
 # ---------------------------------------------------------------- the spec
@@ -128,9 +120,9 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_dp_penalty(model, as_data(data), p["tau"], p["clip"], p["proposal_std"], p["mode"],
-                            block_size=p["block_size"], noise=noise)
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    # block_size is the layout's (SPEC.layout), not the kernel's.
+    return build_dp_penalty(model, p["tau"], p["clip"], p["proposal_std"], p["mode"], noise=noise)
 
 
 def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:

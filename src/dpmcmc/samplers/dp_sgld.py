@@ -58,10 +58,10 @@ from dpmcmc.accounting.events import (
 )
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
-from dpmcmc.samplers._layout import auto_block_size
+from dpmcmc.samplers._layout import auto_block_size, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS, clipped_grad_sum
 from dpmcmc.samplers._releases import Release
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common, optional_block
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 
 Array = Any
@@ -114,7 +114,7 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     indices : array (b,)
         The batch (NOT private; for tests and the audit only).
     """
-    n = data.shape[0]
+    n = num_rows(data)
     k_batch, k_noise = jax.random.split(key)
     idx = sample_batch_indices(k_batch, n, batch_size, noise)
     batch = batch_rows(data, idx)
@@ -129,23 +129,22 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     return Release(gaussian_mechanism(k_noise, total, sigma, noise), sigma, count), idx
 
 
-def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: float,
-                       grad_clip: float, *, method: str = "auto",
-                       block_size: Optional[int] = None, noise: Optional[NoiseSource] = None):
+def gradient_estimator(model, batch_size: int, noise_multiplier: float, grad_clip: float, *,
+                       method: str = "auto", block_size: Optional[int] = None,
+                       noise: Optional[NoiseSource] = None):
     """The private estimate ``ĝ(θ) = T (n/b) S̃ + ∇ ln p(θ)`` of ∇ ln π(θ) as a function.
 
     Returns
     -------
     callable
-        ``grad(key, theta) -> (g_hat, release)`` with ``release`` the :class:`Release` of
-        :func:`release_batch_grad` (untempered).
+        ``grad(key, theta, data) -> (g_hat, release)`` with ``release`` the :class:`Release` of
+        :func:`release_batch_grad` (untempered); ``n`` is the data's row count.
     """
-    n = data.shape[0]
-    scale = model.temperature * n / batch_size
     prior_grad = jax.grad(model.log_prior)
     block_size = auto_block_size(batch_size, block_size)
 
-    def grad(key, theta):
+    def grad(key, theta, data):
+        scale = model.temperature * num_rows(data) / batch_size
         rel, _ = release_batch_grad(key, model, data, theta, batch_size, noise_multiplier,
                                     grad_clip, method=method, block_size=block_size,
                                     noise=noise)
@@ -154,7 +153,7 @@ def gradient_estimator(model, data: Array, batch_size: int, noise_multiplier: fl
     return grad
 
 
-def tapped_stochastic_gradient(model, data: Array, batch_size: int, noise_multiplier: float,
+def tapped_stochastic_gradient(model, batch_size: int, noise_multiplier: float,
                                grad_clip: float, init: Callable, move: Callable, *,
                                grad_method: str = "auto", block_size: Optional[int] = None,
                                noise: Optional[NoiseSource] = None) -> TappedKernel:
@@ -167,10 +166,10 @@ def tapped_stochastic_gradient(model, data: Array, batch_size: int, noise_multip
 
     Parameters
     ----------
-    model, data, batch_size, noise_multiplier, grad_clip, grad_method, block_size, noise
+    model, batch_size, noise_multiplier, grad_clip, grad_method, block_size, noise
         As in :func:`build_dp_sgld`.
     init : callable
-        ``init(theta) -> State`` (a NamedTuple with a ``position`` field).
+        ``init(theta, data) -> State`` (a NamedTuple with a ``position`` field).
     move : callable
         ``move(state, g_hat, z) -> State``: the dynamics, given the private gradient estimate
         ``ĝ(θ)`` and the dynamics noise ``z`` (not privacy noise: not accounted).
@@ -181,14 +180,14 @@ def tapped_stochastic_gradient(model, data: Array, batch_size: int, noise_multip
         ``taps = {"grad_sum", "grad_sigma", "theta"}``: the released noisy untempered batch sum,
         its noise standard deviation, and the query point.
     """
-    grad = gradient_estimator(model, data, batch_size, noise_multiplier, grad_clip,
+    grad = gradient_estimator(model, batch_size, noise_multiplier, grad_clip,
                               method=grad_method, block_size=block_size, noise=noise)
 
-    def transition(key, state):
+    def transition(key, state, data):
         k_grad, k_lang = jax.random.split(key)
         theta = state.position
         dtype = theta.dtype
-        g, rel = grad(k_grad, theta)
+        g, rel = grad(k_grad, theta, data)
         # Dynamics noise of the Langevin / thermostat step (not privacy noise: not accounted).
         z = jax.random.normal(k_lang, theta.shape, dtype)
         moved = move(state, g, z)
@@ -200,13 +199,13 @@ def tapped_stochastic_gradient(model, data: Array, batch_size: int, noise_multip
     return TappedKernel(init, transition)
 
 
-def tapped_dp_sgld(model, data: Array, step_size: float, batch_size: int,
+def tapped_dp_sgld(model, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, *, grad_method: str = "auto",
                    block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
                    ) -> TappedKernel:
     """The DP-SGLD kernel with its taps (arguments as :func:`build_dp_sgld`; taps as
     :func:`tapped_stochastic_gradient`)."""
-    def init(theta):
+    def init(theta, data=None):
         return SGLDState(jnp.asarray(theta))
 
     def move(state, g, z):
@@ -214,12 +213,12 @@ def tapped_dp_sgld(model, data: Array, step_size: float, batch_size: int,
         eta = jnp.asarray(step_size, theta.dtype)
         return SGLDState(theta + 0.5 * eta * g + jnp.sqrt(eta) * z)
 
-    return tapped_stochastic_gradient(model, data, batch_size, noise_multiplier, grad_clip, init,
+    return tapped_stochastic_gradient(model, batch_size, noise_multiplier, grad_clip, init,
                                       move, grad_method=grad_method, block_size=block_size,
                                       noise=noise)
 
 
-def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_multiplier: float,
+def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: float,
                   grad_clip: float, *, grad_method: str = "auto",
                   block_size: Optional[int] = None, noise: Optional[NoiseSource] = None) -> Kernel:
     """The DP-SGLD kernel (see the module docstring for the update).
@@ -227,7 +226,6 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
     step_size : float
         η > 0, constant (the papers' ``eta`` divided by n).
     batch_size : int
@@ -248,11 +246,12 @@ def build_dp_sgld(model, data: Array, step_size: float, batch_size: int, noise_m
     Returns
     -------
     Kernel
-        ``Info.accepted`` is always True (no accept/reject step); ``clip_fraction`` is the
-        fraction of the b batch gradients clipped; ``diverged`` marks a discarded non-finite
-        update.
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` the rows (n, ...), an array
+        or a ``ShardedRows`` (``SPEC.layout``). ``Info.accepted`` is always True (no
+        accept/reject step); ``clip_fraction`` is the fraction of the b batch gradients
+        clipped; ``diverged`` marks a discarded non-finite update.
     """
-    return tapped_dp_sgld(model, data, step_size, batch_size, noise_multiplier, grad_clip,
+    return tapped_dp_sgld(model, step_size, batch_size, noise_multiplier, grad_clip,
                           grad_method=grad_method, block_size=block_size, noise=noise).kernel()
 
 
@@ -280,8 +279,8 @@ def _prepare(params: dict, model, n: int) -> dict:
     return prepare_sgd("dp-sgld", params, model, n)
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_dp_sgld(model, as_data(data), p["step_size"], p["batch_size"],
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_sgld(model, p["step_size"], p["batch_size"],
                          p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
                          block_size=p["block_size"], noise=noise)
 

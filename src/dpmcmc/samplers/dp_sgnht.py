@@ -51,7 +51,7 @@ import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_positive
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec
 from dpmcmc.samplers._types import Kernel, TappedKernel
 from dpmcmc.samplers.dp_sgld import SGD_RELEASES, prepare_sgd, tapped_stochastic_gradient
 
@@ -68,13 +68,13 @@ class SGNHTState(NamedTuple):
     thermostat: Array
 
 
-def tapped_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
+def tapped_dp_sgnht(model, step_size: float, batch_size: int,
                     noise_multiplier: float, grad_clip: float, friction: float, *,
                     grad_method: str = "auto", block_size: Optional[int] = None,
                     noise: Optional[NoiseSource] = None) -> TappedKernel:
     """The DP-SGNHT kernel with its taps (arguments as :func:`build_dp_sgnht`; taps as
     :func:`dpmcmc.samplers.dp_sgld.tapped_stochastic_gradient`)."""
-    def init(theta):
+    def init(theta, data=None):
         theta = jnp.asarray(theta)
         return SGNHTState(theta, jnp.zeros_like(theta), jnp.asarray(friction, theta.dtype))
 
@@ -87,12 +87,12 @@ def tapped_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
         xi_new = xi + (jnp.sum(p_new * p_new) / theta.shape[0] - 1.0) * eta
         return SGNHTState(theta_new, p_new, xi_new)
 
-    return tapped_stochastic_gradient(model, data, batch_size, noise_multiplier, grad_clip, init,
+    return tapped_stochastic_gradient(model, batch_size, noise_multiplier, grad_clip, init,
                                       move, grad_method=grad_method, block_size=block_size,
                                       noise=noise)
 
 
-def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
+def build_dp_sgnht(model, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, friction: float, *,
                    grad_method: str = "auto", block_size: Optional[int] = None,
                    noise: Optional[NoiseSource] = None) -> Kernel:
@@ -101,7 +101,6 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
     step_size : float
         η > 0, constant (the papers' ``eta`` divided by n).
     batch_size : int
@@ -122,10 +121,11 @@ def build_dp_sgnht(model, data: Array, step_size: float, batch_size: int,
     Returns
     -------
     Kernel
-        State :class:`SGNHTState`; ``Info.accepted`` always True, ``clip_fraction`` the fraction
+        ``init(theta, data)``, ``step(key, state, data)`` (data as in
+        :func:`~dpmcmc.samplers.dp_sgld.build_dp_sgld`). State :class:`SGNHTState`; ``Info.accepted`` always True, ``clip_fraction`` the fraction
         of the b batch gradients clipped, ``diverged`` a discarded non-finite update.
     """
-    return tapped_dp_sgnht(model, data, step_size, batch_size, noise_multiplier, grad_clip,
+    return tapped_dp_sgnht(model, step_size, batch_size, noise_multiplier, grad_clip,
                            friction, grad_method=grad_method, block_size=block_size,
                            noise=noise).kernel()
 
@@ -142,8 +142,8 @@ def _prepare(params: dict, model, n: int) -> dict:
     return p
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_dp_sgnht(model, as_data(data), p["step_size"], p["batch_size"],
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_dp_sgnht(model, p["step_size"], p["batch_size"],
                           p["noise_multiplier"], p["grad_clip"], p["friction"],
                           grad_method=p["grad_method"], block_size=p["block_size"], noise=noise)
 

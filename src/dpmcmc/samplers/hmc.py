@@ -25,12 +25,12 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._halton import draw_mask, halton_multiplier
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.samplers._penalty import mh_accept
 from dpmcmc.accounting._checks import check_bool, check_int, check_per_dim, check_positive
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import HMCInfo, Kernel
 
 Array = Any
@@ -61,15 +61,13 @@ def jittered_step_size(key: Array, iteration: Array, mask: Array, step_size: flo
     return step_size * halton_multiplier(iteration, mask, dtype), mask
 
 
-def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: Array,
-              clip: Optional[float] = None, *, jitter: bool = True,
-              block_size: Optional[int] = None) -> Kernel:
+def build_hmc(model, step_size: float, leapfrog_steps: int, mass: Array,
+              clip: Optional[float] = None, *, jitter: bool = True) -> Kernel:
     """The HMC kernel.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...) or PreparedData
     step_size : float
         Base leapfrog step size η > 0.
     leapfrog_steps : int
@@ -80,39 +78,36 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
         Log-likelihood-ratio clip bound b (acceptance test only).
     jitter : bool, default True
         Randomised-Halton step sizes ``η h_i``; False: fixed η.
-    block_size : int, optional
-        Data block size for the per-example passes (default:
-        :func:`~dpmcmc.samplers._layout.auto_block_size`; ignored for PreparedData).
 
     Returns
     -------
     Kernel
-        Info is :class:`HMCInfo`; a non-finite end point or NaN log ratio is a rejection with
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` a ``PreparedData``
+        (``SPEC.layout``; raw rows are laid out by each pass on the fly). Info is
+        :class:`HMCInfo`; a non-finite end point or NaN log ratio is a rejection with
         ``diverged=True``.
     """
-    n = data.shape[0]
-    # Laid out once, here: a raw array would otherwise be laid out again by every pass it enters
-    # (and, if concrete, embedded in the compiled step once per pass).
-    data = prepare_data(data, model=model, block_size=block_size)
     temp = model.temperature
     mass = jnp.asarray(mass)
     prior_vg = jax.value_and_grad(model.log_prior)
 
-    def density_and_grad(theta):
+    def density_and_grad(theta, data):
         lp, gp = prior_vg(theta)
-        ll, gl = loglik_sum_and_grad(model, data, theta, block_size=block_size)
+        ll, gl = loglik_sum_and_grad(model, data, theta)
         return lp + temp * ll, gp + temp * gl
 
-    def grad_fn(_key, theta):
-        logp, g = density_and_grad(theta)
-        return g, logp
-
-    def init(theta):
+    def init(theta, data):
         theta = jnp.asarray(theta)
-        logp, g = density_and_grad(theta)
+        logp, g = density_and_grad(theta, data)
         return HMCState(theta, logp, g, jnp.zeros((), jnp.uint32), jnp.zeros((), jnp.uint32))
 
-    def step(key, state):
+    def step(key, state, data):
+        n = num_rows(data)
+
+        def grad_fn(_key, theta):
+            logp, g = density_and_grad(theta, data)
+            return g, logp
+
         k_mask, k_mom, k_acc = jax.random.split(key, 3)
         theta = state.position
         m = mass.astype(theta.dtype)
@@ -130,7 +125,7 @@ def build_hmc(model, data: Array, step_size: float, leapfrog_steps: int, mass: A
             theta_new = jnp.where(finite, lf.position, theta)
             bound = clip * jnp.linalg.norm(theta_new - theta)
             total, count = clipped_llr_sum(model, data, theta, theta_new, bound,
-                                           nan_to_bound=False, block_size=block_size)
+                                           nan_to_bound=False)
             log_ratio = temp * total + model.log_prior(theta_new) - model.log_prior(theta) + d_kin
         accepted, nan = mh_accept(k_acc, log_ratio)
         diverged = nan | ~finite
@@ -182,9 +177,10 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict) -> Kernel:
-    return build_hmc(model, as_data(data), p["step_size"], p["leapfrog_steps"], p["mass"], p["clip"],
-                     jitter=p["jitter"], block_size=p["block_size"])
+def _build(model, p: dict, noise=None) -> Kernel:
+    # block_size is the layout's (SPEC.layout), not the kernel's.
+    return build_hmc(model, p["step_size"], p["leapfrog_steps"], p["mass"], p["clip"],
+                     jitter=p["jitter"])
 
 
 #: Hamiltonian Monte Carlo: NON-private baseline, full-data passes.

@@ -78,6 +78,7 @@ from dpmcmc.accounting.events import (
     ReleaseSpec,
     subsampled_gaussian_release,
 )
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
@@ -87,7 +88,7 @@ from dpmcmc.samplers._minibatch import (
 )
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, as_data, check_common
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -199,7 +200,7 @@ def release_penalised_llr(key: Array, model, batch: Array, theta: Array, theta_n
                             jnp.sum(clipped, dtype=jnp.int32))
 
 
-def tapped_minibatch_penalty(model, data: Array, tau: float, batch_size: int, clip: float,
+def tapped_minibatch_penalty(model, tau: float, batch_size: int, clip: float,
                              proposal_std: Array, mode: str = "random-walk", *,
                              noise: Optional[NoiseSource] = None,
                              statistic: Callable[[Array, Array], Array] = penalised_statistic
@@ -218,12 +219,15 @@ def tapped_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cl
         "theta_new": θ', "batch": the batch indices}``.
     """
     check_mode(mode)
-    n = data.shape[0]
     b = int(batch_size)
-    if not 1 <= b <= n:
-        raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
+    if b < 1:
+        raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n, got {b}")
 
-    def release(keys, theta, theta_new):
+    def release(keys, theta, theta_new, data):
+        # n is the data's static row count, known when the step is traced.
+        n = num_rows(data)
+        if b > n:
+            raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n = {n}, got {b}")
         k_batch, k_noise = keys
         idx = sample_batch_indices(k_batch, n, b, noise)
         rel = release_penalised_llr(k_noise, model, batch_rows(data, idx), theta, theta_new, n,
@@ -237,7 +241,7 @@ def tapped_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cl
     return TappedKernel(init_state, transition)
 
 
-def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, clip: float,
+def build_minibatch_penalty(model, tau: float, batch_size: int, clip: float,
                             proposal_std: Array, mode: str = "random-walk", *,
                             noise: Optional[NoiseSource] = None) -> Kernel:
     """The minibatch DP penalty kernel (see the module docstring).
@@ -245,7 +249,6 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
     Parameters
     ----------
     model : Model
-    data : array (n, ...)
     tau : float
         τ > 0 (001 Thm 8): noise variance ``τ c(θ, θ')²``.
     batch_size : int
@@ -261,10 +264,12 @@ def build_minibatch_penalty(model, data: Array, tau: float, batch_size: int, cli
     Returns
     -------
     Kernel
-        State :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
-        ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` the rows (n, ...), an array
+        or a ``ShardedRows`` (``SPEC.layout``); ``batch_size ≤ n`` is checked when the step is
+        traced on them. State :class:`dpmcmc.samplers._proposals.ProposalState`; info
+        :class:`Info` whose ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
-    return tapped_minibatch_penalty(model, data, tau, batch_size, clip, proposal_std, mode,
+    return tapped_minibatch_penalty(model, tau, batch_size, clip, proposal_std, mode,
                                     noise=noise).kernel()
 
 
@@ -285,8 +290,8 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
-    return build_minibatch_penalty(model, as_data(data), p["tau"], p["batch_size"], p["clip"],
+def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
+    return build_minibatch_penalty(model, p["tau"], p["batch_size"], p["clip"],
                                    p["proposal_std"], p["mode"], noise=noise)
 
 

@@ -17,11 +17,11 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._penalty import mh_accept
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum
 from dpmcmc.accounting._checks import check_per_dim, check_positive
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, as_data, check_common, optional_block
+from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
@@ -36,55 +36,49 @@ class RWMHState(NamedTuple):
     log_density: Array
 
 
-def build_rwmh(model, data: Array, proposal_std: Array, clip: Optional[float] = None, *,
-               block_size: Optional[int] = None) -> Kernel:
+def build_rwmh(model, proposal_std: Array, clip: Optional[float] = None) -> Kernel:
     """Gaussian random-walk Metropolis–Hastings.
 
     Parameters
     ----------
     model : Model
-    data : array (n, ...) or PreparedData
     proposal_std : float or array (dim,)
         Standard deviation of the Gaussian proposal ``θ' = θ + proposal_std ⊙ z``.
     clip : float, optional
         Clip each per-example log-likelihood ratio to ``[-clip‖θ−θ'‖, clip‖θ−θ'‖]``.
-    block_size : int, optional
-        Data block size for the per-example passes (default:
-        :func:`~dpmcmc.samplers._layout.auto_block_size`; ignored for PreparedData).
 
     Returns
     -------
     Kernel
+        ``init(theta, data)``, ``step(key, state, data)``; ``data`` a ``PreparedData``
+        (``SPEC.layout``; raw rows are laid out by each pass on the fly).
         ``Info.clip_fraction`` is the fraction of ratios clipped (0 without ``clip``).
         A NaN log density or ratio at the proposal is a rejection with ``diverged=True``.
     """
-    n = data.shape[0]
-    # Laid out once, here: a raw array would otherwise be laid out again by every pass it enters
-    # (and, if concrete, embedded in the compiled step once per pass).
-    data = prepare_data(data, model=model, block_size=block_size)
     temp = model.temperature
     s = jnp.asarray(proposal_std)
 
-    def log_density(theta):
-        return model.log_prior(theta) + temp * loglik_sum(model, data, theta, block_size=block_size)
+    def log_density(theta, data):
+        return model.log_prior(theta) + temp * loglik_sum(model, data, theta)
 
-    def init(theta):
+    def init(theta, data):
         theta = jnp.asarray(theta)
-        return RWMHState(theta, log_density(theta))
+        return RWMHState(theta, log_density(theta, data))
 
-    def step(key, state):
+    def step(key, state, data):
+        n = num_rows(data)
         k_prop, k_acc = jax.random.split(key)
         theta = state.position
         z = jax.random.normal(k_prop, theta.shape, dtype=theta.dtype)
         theta_new = theta + s.astype(theta.dtype) * z
         if clip is None:
-            lp_new = log_density(theta_new)
+            lp_new = log_density(theta_new, data)
             log_ratio = lp_new - state.log_density
             count = jnp.zeros((), jnp.int32)
         else:
             bound = clip * jnp.linalg.norm(theta_new - theta)
             total, count = clipped_llr_sum(model, data, theta, theta_new, bound,
-                                           nan_to_bound=False, block_size=block_size)
+                                           nan_to_bound=False)
             log_ratio = temp * total + model.log_prior(theta_new) - model.log_prior(theta)
             lp_new = state.log_density  # not tracked with clipping
         accepted, nan = mh_accept(k_acc, log_ratio)
@@ -112,8 +106,9 @@ def _prepare(params: dict, model, n: int) -> dict:
     }
 
 
-def _build(model, data, p: dict) -> Kernel:
-    return build_rwmh(model, as_data(data), p["proposal_std"], p["clip"], block_size=p["block_size"])
+def _build(model, p: dict, noise=None) -> Kernel:
+    # block_size is the layout's (SPEC.layout), not the kernel's.
+    return build_rwmh(model, p["proposal_std"], p["clip"])
 
 
 #: Random-walk Metropolis–Hastings: NON-private baseline, full-data passes.
