@@ -17,6 +17,8 @@ from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
+from dpmcmc.samplers.dp_sgld import build_dp_sgld
+from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
 
 N, DIM = 500, 2
 MODEL = dpmcmc.Model(lambda t, x: -0.5 * jnp.sum((x - t) ** 2), lambda t: -0.5 * jnp.sum(t ** 2) / 100.0,
@@ -40,6 +42,12 @@ BUILDERS = {
     "dp-hmc": (lambda noise, p: build_dp_hmc(MODEL, 0.5, 0.5, 2.0, 2.0, p["step_size"], 3, p["mass"],
                                              noise=noise),
                {"step_size": 0.05, "mass": jnp.ones(DIM)}),
+    "dp-sgld": (lambda noise, p: build_dp_sgld(MODEL, p["step_size"], 50, 1.0, 2.0, noise=noise,
+                                               precondition=p["precondition"]),
+                {"step_size": 2e-3, "precondition": None}),
+    "dp-sgnht": (lambda noise, p: build_dp_sgnht(MODEL, p["step_size"], 50, 1.0, 2.0, 1.0,
+                                                 noise=noise, precondition=p["precondition"]),
+                 {"step_size": 2e-3, "precondition": None}),
 }
 
 
@@ -65,11 +73,16 @@ def test_adaptation_reads_released_values_only(algorithm):
     np.testing.assert_array_equal(s1, s2)  # ... but not what the adaptation saw
     np.testing.assert_array_equal(g1, g2)
     np.testing.assert_array_equal(x1, x2)
-    assert np.all(s1 != 1.0)              # and it did adapt
+    if ADAPTATIONS[algorithm].target is None:
+        assert np.all(s1 == 1.0) and np.any(g1 != 1.0)  # no step to adapt; the preconditioner did
+    else:
+        assert np.all(s1 != 1.0)          # and it did adapt
     # Power: with the real releases, the same two data sets adapt differently.
-    r1, _, _, _ = _adapted_run(algorithm, D1, NoiseSource())
-    r2, _, _, _ = _adapted_run(algorithm, D2, NoiseSource())
-    assert not np.array_equal(r1, r2)
+    r1, q1, _, _ = _adapted_run(algorithm, D1, NoiseSource())
+    r2, q2, _, _ = _adapted_run(algorithm, D2, NoiseSource())
+    assert not np.array_equal(r1, r2) or not np.array_equal(q1, q2)
+    if ADAPTATIONS[algorithm].target is None:
+        assert not np.array_equal(q1, q2)
 
 
 RW = dict(tau=0.5, clip=5.0, proposal_std=0.5)
@@ -101,10 +114,20 @@ def test_bad_warmup_is_named_before_any_noise(kwargs, match):
                       **{"iterations": 50, **kwargs}, **RW)
 
 
-def test_samplers_without_an_accept_step_refuse_warmup():
-    with pytest.raises(ValueError, match="warmup"):
-        dpmcmc.sample(MODEL, D1, "dp-sgld", iterations=20, delta=1e-6, progress=False, warmup=5,
-                      step_size=1e-3, batch_size=50, noise_multiplier=1.0, grad_clip=5.0)
+def test_samplers_without_an_accept_step_refuse_a_short_warmup():
+    """DP-SGLD/SGNHT adapt only a preconditioner from the warm-up draws: a warm-up too short for
+    it is refused (named), "auto" with too few iterations adapts nothing, and a long one reports
+    the adapted preconditioner (largest entry 1: no coordinate's steps grow)."""
+    sg = dict(delta=1e-6, progress=False, step_size=1e-3, batch_size=50, noise_multiplier=1.0,
+              grad_clip=5.0, key=jax.random.key(0), chains=2)
+    for alg in ("dp-sgld", "dp-sgnht"):
+        with pytest.raises(ValueError, match="needs warmup >= 40"):
+            dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup=5, **sg)
+        assert dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup="auto", **sg).plan.warmup == 0
+        res = dpmcmc.sample(MODEL, D1, alg, iterations=100, warmup=60, **sg)
+        pre = res.adapted["precondition"]
+        assert pre.shape == (2, DIM) and np.all(pre > 0) and np.allclose(pre.max(axis=1), 1.0, atol=0.2)
+        assert res.samples.shape == (2, 40, DIM)
 
 
 def test_a_badly_scaled_random_walk_is_brought_near_its_target_acceptance():

@@ -217,7 +217,9 @@ def sample(
         them like any others, and cost nothing beyond that: the adaptation reads only the
         released accept flags and draws (docs/post_processing.md). Their draws are dropped:
         ``samples`` holds ``iterations − warmup`` per chain, and ``Result.adapted`` the adapted
-        values. ``"auto"``: half the iterations. Not for dp-sgld / dp-sgnht (no accept step).
+        values. ``"auto"``: half the iterations. dp-sgld / dp-sgnht have no accept step: their
+        warm-up (at least 40 iterations; ``"auto"`` adapts nothing below that) sets only a
+        diagonal preconditioner from the warm-up draws (largest entry 1).
     accountant : {"pld", "zcdp", "rdp", "rdp-direct"}, optional
         Which accountant turns the releases into (ε, δ). Default: the tightest one that
         applies to ``algorithm`` ("pld" where it applies; "rdp-direct" for DP Barker, whose
@@ -497,11 +499,19 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
         _plan.check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
     from .samplers._warmup import ADAPTATIONS
 
+    from .samplers._warmup import MIN_DIAGONAL_WARMUP
+
     if not (isinstance(warmup, str) and warmup == "auto"):
         warmup = check_int("warmup", warmup, minimum=0)
     if warmup and algorithm not in ADAPTATIONS:
-        raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt to; warmup applies to "
+        raise ValueError(f"warmup: {algorithm!r} has nothing to adapt; warmup applies to "
                          f"{sorted(ADAPTATIONS)}")
+    # Without an accept step only the preconditioner is adapted, from ≥ MIN_DIAGONAL_WARMUP draws.
+    step_free = warmup and ADAPTATIONS[algorithm].target is None
+    if step_free and warmup != "auto" and warmup < MIN_DIAGONAL_WARMUP:
+        raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt a step size to; its "
+                         f"warm-up sets a preconditioner from the warm-up draws and needs warmup "
+                         f">= {MIN_DIAGONAL_WARMUP}, got {warmup}")
     _check_finite(data_arr)
     if mesh is not None:
         from .samplers._registry import check_mesh
@@ -557,6 +567,8 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
             iterations = saved.planned
     if warmup == "auto":
         warmup = iterations // 2
+        if step_free and warmup < MIN_DIAGONAL_WARMUP:
+            warmup = 0  # too few draws for a preconditioner: nothing to adapt
     if warmup >= iterations:
         raise ValueError(f"warmup={warmup} must be less than the run's {iterations} iterations per chain "
                          "(warm-up included)")
@@ -738,6 +750,8 @@ def _adapted_values(adaptation, prepared: dict, state) -> dict:
     diag = np.asarray(state.diagonal, dtype=np.float64)
     if adaptation.step == adaptation.diagonal:
         return {adaptation.step: scale[:, None] * diag}
+    if adaptation.target is None:  # the step is not adapted
+        return {adaptation.diagonal: diag}
     return {adaptation.step: scale * float(prepared[adaptation.step]), adaptation.diagonal: diag}
 
 

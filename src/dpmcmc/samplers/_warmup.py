@@ -28,7 +28,7 @@ resumed runs keep the adaptation.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -47,19 +47,23 @@ MIN_DIAGONAL_WARMUP = 40
 class Adaptation(NamedTuple):
     """What an algorithm adapts: ``step`` (a scalar parameter) and ``diagonal`` (a vector one).
 
-    ``diagonal_from`` says how the diagonal is set from the warm-up draws' variance ``v``:
-    ``"sd"`` (proposal standard deviations ∝ √v) or ``"precision"`` (HMC mass ``1/v``).
+    ``target`` is the acceptance rate the step is adapted toward (``None``: the step is not
+    adapted). ``diagonal_from`` says how the diagonal is set from the warm-up draws' variance
+    ``v``: ``"sd"`` (proposal standard deviations ∝ √v), ``"precision"`` (HMC mass ``1/v``) or
+    ``"relative-sd"`` (a preconditioner ∝ √v with largest entry 1).
     """
 
     step: str
-    target: float
+    target: Optional[float]
     diagonal: str
     diagonal_from: str
 
 
-#: Algorithms with an accept step. Targets: 0.234 for random-walk proposals (Roberts,
-#: Gelman & Gilks 1997), 0.65 for HMC (Beskos et al. 2013). dp-sgld and dp-sgnht have no accept
-#: step and thus no acceptance to adapt to: they are not here.
+#: What each algorithm adapts. Targets: 0.234 for random-walk proposals (Roberts, Gelman &
+#: Gilks 1997), 0.65 for HMC (Beskos et al. 2013). dp-sgld and dp-sgnht have no accept step and
+#: thus no acceptance to adapt a step size to (``target=None``): their warm-up sets only a
+#: diagonal preconditioner from the warm-up draws, relative (largest entry 1, so no coordinate's
+#: steps grow and the privacy noise per step stays within the public rule that chose η).
 ADAPTATIONS = {
     "rwmh": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
     "dp-penalty": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
@@ -67,6 +71,8 @@ ADAPTATIONS = {
     "dp-barker": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
     "hmc": Adaptation("step_size", 0.65, "mass", "precision"),
     "dp-hmc": Adaptation("step_size", 0.65, "mass", "precision"),
+    "dp-sgld": Adaptation("step_size", None, "precondition", "relative-sd"),
+    "dp-sgnht": Adaptation("step_size", None, "precondition", "relative-sd"),
 }
 
 
@@ -158,7 +164,8 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         raise ValueError(f"warmup must be ≥ 1, got {warmup}")
     step0 = jnp.asarray(base[adaptation.step], jnp.float64)
     step_is_vector = step0.ndim == 1
-    diag0 = jnp.asarray(base[adaptation.diagonal], jnp.float64)
+    diag0 = jnp.asarray(1.0 if base.get(adaptation.diagonal) is None else base[adaptation.diagonal],
+                        jnp.float64)
     diagonal = warmup >= MIN_DIAGONAL_WARMUP
     start, stop = (warmup // 2, (17 * warmup) // 20) if diagonal else (warmup, warmup)
 
@@ -188,7 +195,7 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         adapting = t < warmup
         # The only inputs of the adaptation: the accept flag and the new draw (both released).
         accept = jnp.asarray(info.accepted, jnp.float64)
-        da = da_update(s.da, accept, adaptation.target)
+        da = s.da if adaptation.target is None else da_update(s.da, accept, adaptation.target)
         # Welford over the slow window [start, stop).
         x = jnp.asarray(new_inner.position, jnp.float64)
         in_window = (t >= start) & (t < stop)
@@ -204,6 +211,10 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         if adaptation.diagonal_from == "sd":
             ref = s.diagonal * s.scale
             new_diag = jnp.sqrt(w * var + (1.0 - w) * ref * ref) * 2.38 / math.sqrt(x.shape[-1])
+        elif adaptation.diagonal_from == "relative-sd":
+            sd = jnp.sqrt(var)
+            rel = sd / jnp.max(sd)
+            new_diag = w * rel + (1.0 - w) * s.diagonal
         else:
             ref = 1.0 / s.diagonal
             new_diag = 1.0 / (w * var + (1.0 - w) * ref)
@@ -211,7 +222,7 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         diag = jnp.where(end_window, new_diag, s.diagonal)
         # After the window, dual averaging restarts around the new diagonal (scale 1 for the
         # random walk, whose diagonal now holds the scale; the current step for HMC).
-        restart_at = jnp.where(adaptation.diagonal_from == "sd", 1.0, jnp.exp(da.log_x))
+        restart_at = jnp.where(adaptation.diagonal_from == "precision", jnp.exp(da.log_x), 1.0)
         da = jax.tree.map(lambda a, b: jnp.where(end_window, a, b), da_init(restart_at), da)
         frozen = jnp.exp(da.log_x_avg)
         scale = jnp.where(t + 1 >= warmup, frozen, jnp.exp(da.log_x))

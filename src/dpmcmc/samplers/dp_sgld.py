@@ -49,7 +49,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.accounting._checks import check_batch_size, check_choice, check_positive
+from dpmcmc.accounting._checks import check_batch_size, check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import (
     SUBSAMPLED_GAUSSIAN,
     Release as ReleaseEvent,
@@ -67,6 +67,7 @@ from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 Array = Any
 
 __all__ = ["SGLDState", "build_dp_sgld", "tapped_dp_sgld", "release_batch_grad", "gradient_estimator",
+           "preconditioner",
            "tapped_stochastic_gradient", "SPEC", "prepare_sgd", "sgd_releases", "SGD_RELEASES"]
 
 
@@ -201,8 +202,8 @@ def tapped_stochastic_gradient(model, batch_size: int, noise_multiplier: float,
 
 def tapped_dp_sgld(model, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, *, grad_method: str = "auto",
-                   block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
-                   ) -> TappedKernel:
+                   block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
+                   precondition: Optional[Array] = None) -> TappedKernel:
     """The DP-SGLD kernel with its taps (arguments as :func:`build_dp_sgld`; taps as
     :func:`tapped_stochastic_gradient`)."""
     def init(theta, data=None):
@@ -211,16 +212,31 @@ def tapped_dp_sgld(model, step_size: float, batch_size: int,
     def move(state, g, z):
         theta = state.position
         eta = jnp.asarray(step_size, theta.dtype)
-        return SGLDState(theta + 0.5 * eta * g + jnp.sqrt(eta) * z)
+        d = preconditioner(precondition, theta)
+        # Langevin dynamics in φ = θ / d: the φ-gradient is d·g, the move in θ is d times it.
+        return SGLDState(theta + 0.5 * eta * d * d * g + jnp.sqrt(eta) * d * z)
 
     return tapped_stochastic_gradient(model, batch_size, noise_multiplier, grad_clip, init,
                                       move, grad_method=grad_method, block_size=block_size,
                                       noise=noise)
 
 
+def preconditioner(precondition: Optional[Array], theta: Array) -> Array:
+    """The diagonal preconditioner ``d`` of DP-SGLD/SGNHT as an array like θ (ones if None).
+
+    The samplers run their dynamics in ``φ = θ / d`` (a linear change of variables, so the
+    target is unchanged): each coordinate's steps are scaled by ``d_j``. The released gradient
+    and its cost are untouched: ``d`` only changes what is done with the release.
+    """
+    if precondition is None:
+        return jnp.ones_like(theta)
+    return jnp.broadcast_to(jnp.asarray(precondition, theta.dtype), theta.shape)
+
+
 def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: float,
                   grad_clip: float, *, grad_method: str = "auto",
-                  block_size: Optional[int] = None, noise: Optional[NoiseSource] = None) -> Kernel:
+                  block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
+                  precondition: Optional[Array] = None) -> Kernel:
     """The DP-SGLD kernel (see the module docstring for the update).
 
     Parameters
@@ -242,6 +258,10 @@ def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: fl
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
+    precondition : array (dim,), optional
+        Diagonal preconditioner d > 0: the move is ``θ + (η/2) d² ĝ + √η d z`` (Langevin
+        dynamics in θ/d; :func:`preconditioner`). Default none (d = 1). The warm-up
+        (``dpmcmc.sample(warmup=W)``) can set it from the warm-up draws.
 
     Returns
     -------
@@ -252,12 +272,14 @@ def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: fl
         clipped; ``diverged`` marks a discarded non-finite update.
     """
     return tapped_dp_sgld(model, step_size, batch_size, noise_multiplier, grad_clip,
-                          grad_method=grad_method, block_size=block_size, noise=noise).kernel()
+                          grad_method=grad_method, block_size=block_size, noise=noise,
+                          precondition=precondition).kernel()
 
 
 # ---------------------------------------------------------------- the spec
 
-_KEYS = {"step_size", "batch_size", "noise_multiplier", "grad_clip", "grad_method", "block_size"}
+_KEYS = {"step_size", "batch_size", "noise_multiplier", "grad_clip", "grad_method", "block_size",
+         "precondition"}
 _REQUIRED = ("step_size", "batch_size", "noise_multiplier", "grad_clip")
 
 
@@ -272,6 +294,8 @@ def prepare_sgd(algorithm: str, params: dict, model, n: int, extra: frozenset = 
         "grad_clip": check_positive("grad_clip", params["grad_clip"], strict=True),
         "grad_method": check_choice("grad_method", params.get("grad_method", "auto"), GRAD_METHODS),
         "block_size": optional_block(params.get("block_size")),
+        "precondition": (None if params.get("precondition") is None
+                         else check_per_dim("precondition", params["precondition"], model.dim)),
     }
 
 
@@ -282,7 +306,8 @@ def _prepare(params: dict, model, n: int) -> dict:
 def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
     return build_dp_sgld(model, p["step_size"], p["batch_size"],
                          p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
-                         block_size=p["block_size"], noise=noise)
+                         block_size=p["block_size"], noise=noise,
+                         precondition=p.get("precondition"))
 
 
 def sgd_releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:

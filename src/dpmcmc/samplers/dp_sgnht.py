@@ -53,7 +53,8 @@ from dpmcmc.accounting._checks import check_positive
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec
 from dpmcmc.samplers._types import Kernel, TappedKernel
-from dpmcmc.samplers.dp_sgld import SGD_RELEASES, prepare_sgd, tapped_stochastic_gradient
+from dpmcmc.samplers.dp_sgld import (SGD_RELEASES, preconditioner, prepare_sgd,
+                                    tapped_stochastic_gradient)
 
 Array = Any
 
@@ -71,7 +72,8 @@ class SGNHTState(NamedTuple):
 def tapped_dp_sgnht(model, step_size: float, batch_size: int,
                     noise_multiplier: float, grad_clip: float, friction: float, *,
                     grad_method: str = "auto", block_size: Optional[int] = None,
-                    noise: Optional[NoiseSource] = None) -> TappedKernel:
+                    noise: Optional[NoiseSource] = None,
+                    precondition: Optional[Array] = None) -> TappedKernel:
     """The DP-SGNHT kernel with its taps (arguments as :func:`build_dp_sgnht`; taps as
     :func:`dpmcmc.samplers.dp_sgld.tapped_stochastic_gradient`)."""
     def init(theta, data=None):
@@ -82,8 +84,10 @@ def tapped_dp_sgnht(model, step_size: float, batch_size: int,
         theta, p, xi = state
         eta = jnp.asarray(step_size, theta.dtype)
         a = jnp.asarray(friction, theta.dtype)
-        p_new = p - xi * p * eta + g * eta + jnp.sqrt(2.0 * a * eta) * z
-        theta_new = theta + p_new * eta
+        d = preconditioner(precondition, theta)
+        # The dynamics of φ = θ / d (φ-gradient d·g; p is φ's momentum), mapped back to θ.
+        p_new = p - xi * p * eta + d * g * eta + jnp.sqrt(2.0 * a * eta) * z
+        theta_new = theta + d * p_new * eta
         xi_new = xi + (jnp.sum(p_new * p_new) / theta.shape[0] - 1.0) * eta
         return SGNHTState(theta_new, p_new, xi_new)
 
@@ -95,7 +99,8 @@ def tapped_dp_sgnht(model, step_size: float, batch_size: int,
 def build_dp_sgnht(model, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, friction: float, *,
                    grad_method: str = "auto", block_size: Optional[int] = None,
-                   noise: Optional[NoiseSource] = None) -> Kernel:
+                   noise: Optional[NoiseSource] = None,
+                   precondition: Optional[Array] = None) -> Kernel:
     """The DP-SGNHT kernel (see the module docstring for the update).
 
     Parameters
@@ -117,6 +122,8 @@ def build_dp_sgnht(model, step_size: float, batch_size: int,
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
+    precondition : array (dim,), optional
+        Diagonal preconditioner d > 0 (as in DP-SGLD): the thermostat dynamics run in θ/d.
 
     Returns
     -------
@@ -127,7 +134,7 @@ def build_dp_sgnht(model, step_size: float, batch_size: int,
     """
     return tapped_dp_sgnht(model, step_size, batch_size, noise_multiplier, grad_clip,
                            friction, grad_method=grad_method, block_size=block_size,
-                           noise=noise).kernel()
+                           noise=noise, precondition=precondition).kernel()
 
 
 # ---------------------------------------------------------------- the spec
@@ -145,7 +152,8 @@ def _prepare(params: dict, model, n: int) -> dict:
 def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
     return build_dp_sgnht(model, p["step_size"], p["batch_size"],
                           p["noise_multiplier"], p["grad_clip"], p["friction"],
-                          grad_method=p["grad_method"], block_size=p["block_size"], noise=noise)
+                          grad_method=p["grad_method"], block_size=p["block_size"], noise=noise,
+                          precondition=p.get("precondition"))
 
 
 #: DP-SGNHT: private, one fixed-size batch per iteration; releases as DP-SGLD.
