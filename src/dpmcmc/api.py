@@ -713,7 +713,7 @@ def package(p: RunPlan, out: RunOutput) -> Result:
         infos = jax.tree.map(lambda a: a[:, p.warmup:], infos)
         if out.state is not None:
             adapted = _adapted_values(ADAPTATIONS[p.algorithm], p.params, out.state)
-    clip_fraction = np.asarray(jnp.mean(infos.clip_fraction, axis=1))
+    clip_fraction = np.asarray(infos.clip_fraction).mean(axis=1)  # NumPy: x64 may be off here
     accepted = np.asarray(infos.accepted, dtype=bool)
     diverged = np.asarray(infos.diverged, dtype=bool)
     if p.spec.private:
