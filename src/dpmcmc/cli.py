@@ -273,7 +273,7 @@ def ledger_show(
 
 @app.command("audit")
 def audit_command(
-    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht, minibatch-penalty or dp-barker."),
+    algorithm: str = typer.Argument(..., help="Private sampler to audit: dp-penalty, dp-hmc, dp-sgld, dp-sgnht, minibatch-penalty, dp-barker, or noise-aware-glm."),
     epsilon: Optional[float] = typer.Option(
         None, "--epsilon", help="ε the sampler is configured to claim for one audited run (default 3)."
     ),

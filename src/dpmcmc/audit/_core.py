@@ -352,7 +352,9 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     Parameters
     ----------
     algorithm : str
-        A private algorithm with an audit entry (:data:`dpmcmc.audit.AUDITS`).
+        A private algorithm with an audit entry (:data:`dpmcmc.audit.AUDITS`), or
+        ``"noise-aware-glm"`` (:mod:`dpmcmc.audit._glm`: its release rounds on a worst-case
+        logistic pair, the exact transcript likelihood ratio as the test statistic).
     epsilon : float, default 3.0
         The ε the sampler is configured to claim for one run; the claim actually charged
         (``epsilon_claimed``) is the accountant's value at the solved noise scale.
@@ -391,14 +393,19 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     """
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
-    if algorithm not in AUDITS:
-        raise ValueError(f"algorithm must be one of {sorted(AUDITS)} (the audited private samplers), "
-                         f"got {algorithm!r}")
-    entry = AUDITS[algorithm]
+    from dpmcmc.audit._glm import GLM_ALGORITHM, audit_glm
+
+    if algorithm not in AUDITS and algorithm != GLM_ALGORITHM:
+        raise ValueError(f"algorithm must be one of {sorted([*AUDITS, GLM_ALGORITHM])} (the audited "
+                         f"private samplers and the noise-aware GLM), got {algorithm!r}")
+    entry = AUDITS.get(algorithm)
     epsilon = _real("epsilon", epsilon, 0.0, math.inf)
     delta = _real("delta", delta, 0.0, 1.0)
     trials = _int("trials", trials, 1000)
-    iterations = entry.iterations if iterations is None else _int("iterations", iterations, 1)
+    if entry is None and iterations is not None:
+        raise ValueError("iterations: the noise-aware GLM runs a fixed number of release rounds")
+    iterations = (None if entry is None else
+                  entry.iterations if iterations is None else _int("iterations", iterations, 1))
     confidence = _real("confidence", confidence, 0.0, 1.0)
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
@@ -412,6 +419,10 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     key = _threefry(resolve_key(key))
     # The kernels draw their privacy noise in float64: 64-bit JAX types for this call only.
     with jax.enable_x64(True):
+        if entry is None:
+            return audit_glm(epsilon, delta, trials=trials, confidence=confidence,
+                             statistic=statistic, key=key, calib=calib, chunk_size=chunk_size,
+                             noise=noise)
         return _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence,
                       statistic, key, calib, chunk_size, noise)
 
