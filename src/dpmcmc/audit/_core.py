@@ -450,32 +450,25 @@ def _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence, sta
     rel_dp, drw_dp, clip_dp = _simulate(runner, _layout(entry, design, prepared, design.data_prime),
                                         k_dp, trials, chunk_size)
 
+    return _result(algorithm, float(report.epsilon), (rel_d, rel_dp), (drw_d, drw_dp), calib,
+                   delta, confidence, statistic, trials, iterations, dict(prepared), n,
+                   float(np.mean(np.concatenate([clip_d, clip_dp]))), start, noise)
+
+
+def _result(algorithm, claimed, releases, draws, calib, delta, confidence, statistic, trials,
+            iterations, params, n, all_clipped, start, noise) -> AuditResult:
+    """Both tests on the simulated statistics ``(on D, on D')``, and the result."""
     tests = {
-        "releases": _test("releases", rel_d, rel_dp, calib, delta, confidence),
-        "draws": _test("draws", drw_d, drw_dp, calib, delta, confidence),
+        "releases": _test("releases", *releases, calib, delta, confidence),
+        "draws": _test("draws", *draws, calib, delta, confidence),
     }
     main = tests[statistic]
     misc = None if noise is None or noise.calibrated else {
         "noise_scale": noise.noise_scale, "sensitivity_factor": noise.sensitivity_factor}
     return AuditResult(
-        algorithm=algorithm,
-        epsilon_claimed=float(report.epsilon),
-        epsilon_lower=main.epsilon_lower,
-        epsilon_lower_draws=tests["draws"].epsilon_lower,
-        delta=delta,
-        confidence=confidence,
-        trials=trials,
-        iterations=iterations,
-        statistic=statistic,
-        tpr=main.tpr,
-        fpr=main.fpr,
-        tpr_ci=main.tpr_ci,
-        fpr_ci=main.fpr_ci,
-        flagged=bool(main.epsilon_lower > report.epsilon),
-        tests=tests,
-        params=dict(prepared),
-        n=n,
-        all_clipped=float(np.mean(np.concatenate([clip_d, clip_dp]))),
-        runtime_s=time.perf_counter() - start,
-        miscalibration=misc,
-    )
+        algorithm=algorithm, epsilon_claimed=claimed, epsilon_lower=main.epsilon_lower,
+        epsilon_lower_draws=tests["draws"].epsilon_lower, delta=delta, confidence=confidence,
+        trials=trials, iterations=iterations, statistic=statistic, tpr=main.tpr, fpr=main.fpr,
+        tpr_ci=main.tpr_ci, fpr_ci=main.fpr_ci, flagged=bool(main.epsilon_lower > claimed),
+        tests=tests, params=params, n=n, all_clipped=all_clipped,
+        runtime_s=time.perf_counter() - start, miscalibration=misc)

@@ -22,7 +22,6 @@ last round's mechanism, which dominates the budget.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Optional
 
@@ -102,7 +101,7 @@ def audit_glm(epsilon: float, delta: float, *, trials: int, confidence: float, s
     if noise is not None and noise.sensitivity_factor != 1.0:
         raise ValueError("_miscalibration: the noise-aware GLM clips nothing inside its box; only "
                          "noise_scale applies")
-    from dpmcmc.audit._core import AuditResult, _simulate, _test
+    from dpmcmc.audit._core import _result, _simulate
 
     start = time.perf_counter()
     d_set, dp_set = glm_design()
@@ -120,20 +119,9 @@ def audit_glm(epsilon: float, delta: float, *, trials: int, confidence: float, s
     k_d, k_dp = jax.random.split(key)
     rel_d, drw_d, _ = _simulate(runner, jnp.asarray(d_set), k_d, trials, chunk)
     rel_dp, drw_dp, _ = _simulate(runner, jnp.asarray(dp_set), k_dp, trials, chunk)
-    tests = {
-        "releases": _test("releases", rel_d, rel_dp, calib, delta, confidence),
-        "draws": _test("draws", drw_d, drw_dp, calib, delta, confidence),
-    }
-    main = tests[statistic]
-    misc = None if noise is None or noise.calibrated else {
-        "noise_scale": noise.noise_scale, "sensitivity_factor": noise.sensitivity_factor}
     params = {"steps": plan.steps, "final_mechanism": plan.gradients[-1].kind,
               "mu_total": plan.mu_total, "pure_epsilon": list(plan.pure)}
-    return AuditResult(
-        algorithm=GLM_ALGORITHM, epsilon_claimed=float(claimed), epsilon_lower=main.epsilon_lower,
-        epsilon_lower_draws=tests["draws"].epsilon_lower, delta=delta, confidence=confidence,
-        trials=trials, iterations=plan.steps, statistic=statistic, tpr=main.tpr, fpr=main.fpr,
-        tpr_ci=main.tpr_ci, fpr_ci=main.fpr_ci,
-        flagged=bool(main.epsilon_lower > claimed) and math.isfinite(claimed), tests=tests,
-        params=params, n=int(d_set.shape[0]), all_clipped=0.0,  # inside the box nothing is clipped
-        runtime_s=time.perf_counter() - start, miscalibration=misc)
+    # all_clipped = 0: inside the box the fit clips nothing (its releases are exact plus noise).
+    return _result(GLM_ALGORITHM, float(claimed), (rel_d, rel_dp), (drw_d, drw_dp), calib, delta,
+                   confidence, statistic, trials, plan.steps, params, int(d_set.shape[0]), 0.0,
+                   start, noise)
