@@ -139,7 +139,7 @@ def fused_passes(name, model, data, settings):
         xs = jnp.asarray(np.ascontiguousarray(xs).astype(dtype))
         mask = jnp.asarray((np.arange(nb * bs) < n).reshape(nb, bs))
 
-        def f(args):
+        def f(args, xs, mask):
             def body(acc, xm):
                 out = fn(args, *xm)
                 return jax.tree.map(jnp.add, acc, out), None
@@ -148,7 +148,10 @@ def fused_passes(name, model, data, settings):
                                 jax.eval_shape(fn, args, xs[0], mask[0]))
             return jax.lax.scan(body, zero, (xs, mask))[0]
 
-        return jax.jit(jax.vmap(f))
+        # The data are an argument of the compiled pass, as they are of the library's kernels
+        # (never constants XLA could fold or specialise on).
+        run = jax.jit(jax.vmap(f, in_axes=(0, None, None)))
+        return lambda args: run(args, xs, mask)
 
     theta = jnp.asarray(np.broadcast_to(np.asarray(settings.get("theta_true", np.zeros(d))), (4, d)))
     theta = theta + 0.01 * jnp.arange(4)[:, None]

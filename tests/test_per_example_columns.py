@@ -3,7 +3,8 @@
 The record functions cover each rewrite rule of :func:`vectorize_columns` (constant-index
 scatter-add / scatter / scatter-mul, fancy and negative gathers, per-row inner products, products
 with a constant matrix on either side, scalar-vs-array elementwise operands) and the ``jax.vmap``
-fallback (a data-dependent index, ``lax.cond``, custom-JVP functions).
+fallback (a data-dependent index, ``lax.cond``, custom-JVP functions). The per-row gradients
+are also checked through :func:`small_operand_first`, as the gradient passes take them.
 """
 import jax
 import jax.numpy as jnp
@@ -47,3 +48,46 @@ def test_vectorize_columns_matches_vmap(name):
     g = jax.jit(jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x))))(ts)
     gref = jax.vmap(jax.grad(f), in_axes=(None, -1), out_axes=-1)(t, x)
     np.testing.assert_allclose(g, gref, rtol=1e-13, atol=1e-13)
+    g2 = jax.jit(jr.small_operand_first(
+        jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x)))))(ts)
+    np.testing.assert_allclose(g2, gref, rtol=1e-13, atol=1e-13)
+
+
+def _dots(closed):
+    return [e for e in closed.jaxpr.eqns if e.primitive.name == "dot_general"]
+
+
+def test_small_operand_first_puts_the_smaller_operand_left():
+    # The transpose of P @ r (reverse mode) is cotangent @ P, rows first; rewritten, every
+    # product has its smaller operand on the left, and values, dtypes and shapes are kept.
+    rng = np.random.default_rng(2)
+    x = jnp.asarray(rng.normal(size=(3, 64)))
+    ts = jnp.asarray(rng.normal(size=(3, 64)))
+    grad = jax.grad(lambda s: jnp.sum(
+        jr.vectorize_columns(FNS["const_matrix_left"], (True, True))(s, x)))
+    before = jax.make_jaxpr(grad)(ts)
+    after = jax.make_jaxpr(jr.small_operand_first(grad))(ts)
+    assert any(np.prod(e.invars[0].aval.shape) > np.prod(e.invars[1].aval.shape)
+               for e in _dots(before))
+    assert _dots(after) and all(np.prod(e.invars[0].aval.shape) <= np.prod(e.invars[1].aval.shape)
+                                for e in _dots(after))
+    np.testing.assert_allclose(jr.small_operand_first(grad)(ts), grad(ts), rtol=1e-13)
+
+    # Batch axes are left alone; a requested output dtype is kept.
+    a = jnp.asarray(rng.normal(size=(2, 50, 3)), jnp.float32)
+    b = jnp.asarray(rng.normal(size=(2, 3, 4)), jnp.float32)
+    c = jnp.asarray(rng.normal(size=(3, 4)), jnp.float32)
+
+    def f(a, b, c):
+        batched = jax.lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))))
+        wide = jax.lax.dot_general(a, c, (((2,), (0,)), ((), ())),
+                                   preferred_element_type=jnp.float64)
+        return batched, wide
+
+    got, want = jr.small_operand_first(f)(a, b, c), f(a, b, c)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+    dots = _dots(jax.make_jaxpr(jr.small_operand_first(f))(a, b, c))
+    assert dots[0].params["dimension_numbers"][1] == ((0,), (0,))   # batched: as written
+    assert dots[1].invars[0].aval.shape == (3, 4)                     # swapped

@@ -15,7 +15,9 @@ On column-major blocks the per-record function is vectorised by
 :func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`, not ``jax.vmap`` (which moves the row
 axis to the front at the first scatter, gather or per-record constant vector and turns a pass
 into one over interleaved data), the forward passes have their small reductions unrolled
-(:func:`~dpmcmc.samplers._jaxpr_rewrite.unroll_small_reductions`), and for models with ≤ 4
+(:func:`~dpmcmc.samplers._jaxpr_rewrite.unroll_small_reductions`), the reverse-mode gradient
+pass computes its matrix products with the rows kept last
+(:func:`~dpmcmc.samplers._jaxpr_rewrite.small_operand_first`), and for models with ≤ 4
 parameters the clipped gradient sum is one fused expression (:func:`_clipped_columns`).
 
 Per-example gradients
@@ -54,8 +56,8 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, unroll_small_reductions,
-                                            vectorize_columns)
+from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, small_operand_first,
+                                            unroll_small_reductions, vectorize_columns)
 from dpmcmc.samplers._layout import PreparedData, prepare_data, resolve_grad_dtype
 
 Array = Any
@@ -123,6 +125,9 @@ def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str
         def total(ts):
             return jnp.sum(_vec_loglik(model, column_major, True, columnar=columnar)(ts, xb))
 
+        if column_major and columnar:
+            # The transposed products of reverse mode, rows kept last (see the rewrite).
+            return small_operand_first(jax.grad(total))(thetas)
         return jax.grad(total)(thetas)
     if method == "forward":
         _, lin = jax.linearize(
