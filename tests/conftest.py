@@ -54,6 +54,16 @@ def reference_entries():
         return json.load(f)
 
 
+def _child_scripts(session, attribute: str) -> dict:
+    """``module name -> script``: the ``attribute`` of every selected test module that has one."""
+    scripts = {}
+    for item in session.items:
+        mod = getattr(item, "module", None)
+        if mod is not None and hasattr(mod, attribute):
+            scripts[mod.__name__] = getattr(mod, attribute)
+    return scripts
+
+
 @pytest.fixture(scope="session")
 def host_device_results(request):
     """``module name -> RESULT`` of every selected test module's ``HOST_DEVICE_CHILD`` script,
@@ -61,12 +71,18 @@ def host_device_results(request):
     session, not one per module)."""
     from host_devices import run_children
 
-    scripts = {}
-    for item in request.session.items:
-        mod = getattr(item, "module", None)
-        if mod is not None and hasattr(mod, "HOST_DEVICE_CHILD"):
-            scripts[mod.__name__] = mod.HOST_DEVICE_CHILD
-    return run_children(scripts)
+    return run_children(_child_scripts(request.session, "HOST_DEVICE_CHILD"))
+
+
+@pytest.fixture(scope="session")
+def x64_off_results(request):
+    """``module name -> RESULT`` of every selected test module's ``X64_OFF_CHILD`` script, all
+    run in ONE child process started with ``JAX_ENABLE_X64=0`` (the suite itself turns it on),
+    one after the other; each script checks that the global setting is still off."""
+    from host_devices import run_children
+
+    return run_children(_child_scripts(request.session, "X64_OFF_CHILD"), devices=None,
+                        env={"JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}, timeout=600)
 
 
 _CHEAP_COMPILE_ON = os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1"
