@@ -35,6 +35,8 @@ POOL = dict(tau=0.5, tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.
 
 
 def gaussian_model(name: str = "gauss-2d") -> Model:
+    """A FRESH model object on every call: nothing compiled for an earlier one is reused
+    (test_released_statistics patches the mechanism and relies on it)."""
     return Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2),
                  lambda th: -0.5 * jnp.sum(th ** 2) / 100.0, DIM, name=name)
 

@@ -3,6 +3,10 @@ import os
 # XLA compilation is most of the suite's time, and the suite's programs are small and mostly
 # run briefly, so the suite compiles them cheaply (about 40 % of its CPU time):
 # - XLA:CPU's classic elemental emitters instead of its MLIR fusion emitters (slower to compile);
+# - one LLVM module per program (``xla_cpu_parallel_codegen_split_count=1``): XLA otherwise splits
+#   it into parts compiled on parallel threads, each paying its own per-module set-up (target
+#   machine, passes); that buys wall time on many cores and costs CPU time (~6 % of the suite's
+#   CPU in paired runs here);
 # - LLVM optimisation level 0 (JAX's ``jax_disable_most_optimizations``), set per test by the
 #   hook at the end of this file. A test marked ``xla_optimized`` is compiled at level 1 instead
 #   (XLA_FLAGS below): a long chain or audit, where level 0 costs more at run time than it saves
@@ -10,9 +14,11 @@ import os
 #   alike (an audit tap must leave the chain unchanged to the last bit).
 # They change how XLA generates code, not what a program computes. Set through the environment,
 # so that the child processes (the 4-host-device child, the CLI and Snakemake runs) inherit them;
-# a child that runs a long computation sets JAX_DISABLE_MOST_OPTIMIZATIONS=0. XLA flags the user
-# set win, and DPMCMC_TEST_FULL_COMPILE=1 runs the suite on JAX's and XLA's defaults.
-_CHEAP_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "1"}
+# a child script that runs a long computation turns jax_disable_most_optimizations off for it.
+# XLA flags the user set win, and DPMCMC_TEST_FULL_COMPILE=1 runs the suite on JAX's and XLA's
+# defaults.
+_CHEAP_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "1",
+                  "--xla_cpu_parallel_codegen_split_count": "1"}
 if os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1":
     _flags = os.environ.get("XLA_FLAGS", "").split()
     _flags += [f"{k}={v}" for k, v in _CHEAP_COMPILE.items()
@@ -54,6 +60,16 @@ def reference_entries():
         return json.load(f)
 
 
+def _child_scripts(session, attribute: str) -> dict:
+    """``module name -> script``: the ``attribute`` of every selected test module that has one."""
+    scripts = {}
+    for item in session.items:
+        mod = getattr(item, "module", None)
+        if mod is not None and hasattr(mod, attribute):
+            scripts[mod.__name__] = getattr(mod, attribute)
+    return scripts
+
+
 @pytest.fixture(scope="session")
 def host_device_results(request):
     """``module name -> RESULT`` of every selected test module's ``HOST_DEVICE_CHILD`` script,
@@ -61,12 +77,18 @@ def host_device_results(request):
     session, not one per module)."""
     from host_devices import run_children
 
-    scripts = {}
-    for item in request.session.items:
-        mod = getattr(item, "module", None)
-        if mod is not None and hasattr(mod, "HOST_DEVICE_CHILD"):
-            scripts[mod.__name__] = mod.HOST_DEVICE_CHILD
-    return run_children(scripts)
+    return run_children(_child_scripts(request.session, "HOST_DEVICE_CHILD"))
+
+
+@pytest.fixture(scope="session")
+def x64_off_results(request):
+    """``module name -> RESULT`` of every selected test module's ``X64_OFF_CHILD`` script, all
+    run in ONE child process started with ``JAX_ENABLE_X64=0`` (the suite itself turns it on),
+    one after the other; each script checks that the global setting is still off."""
+    from host_devices import run_children
+
+    return run_children(_child_scripts(request.session, "X64_OFF_CHILD"), devices=None,
+                        env={"JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}, timeout=600)
 
 
 _CHEAP_COMPILE_ON = os.environ.get("DPMCMC_TEST_FULL_COMPILE", "") != "1"

@@ -4,7 +4,9 @@
 multi-device tests run their scripts in a subprocess. Each script sets the flag itself and prints
 one line ``RESULT<json>``. Starting Python, JAX and dpmcmc costs several CPU-seconds, so the
 test modules' scripts (their ``HOST_DEVICE_CHILD``) share ONE child per test session: see
-:func:`run_children` and the ``host_device_results`` fixture in ``conftest.py``.
+:func:`run_children` and the ``host_device_results`` fixture in ``conftest.py``. The scripts that
+need ``jax_enable_x64`` off from the start (their ``X64_OFF_CHILD``) share another child the same
+way (``devices=None``, the ``x64_off_results`` fixture).
 """
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ import sys
 # the script's name, so that one failing script fails only its own tests.
 _RUNNER = r"""
 import json, os, sys, traceback
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=%d").strip()
+if %d:
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_force_host_platform_device_count=%d").strip()
 # Start the backend here, with the parent's other XLA flags kept (conftest's compile-time
 # settings): a script's own ``XLA_FLAGS = ...`` line, there for running it alone, comes too late
 # to drop them.
@@ -34,19 +37,22 @@ for name, src in scripts.items():
 """
 
 
-def run_children(scripts: dict, devices: int = 4, timeout: float = 1200) -> dict:
+def run_children(scripts: dict, devices: int | None = 4, timeout: float = 1200,
+                 env: dict | None = None) -> dict:
     """Run every script of ``scripts`` (name -> source) in one child; return name -> result.
 
-    A device count in the parent's ``XLA_FLAGS`` is dropped so the child's own applies; the
-    parent's other XLA flags are kept. A result is
-    the script's last ``RESULT`` JSON object, or ``{"error": traceback}`` if it raised or printed
-    none; each object must report ``"devices"``, which :func:`check` compares with ``devices``.
+    A device count in the parent's ``XLA_FLAGS`` is dropped so the child's own applies
+    (``devices=None``: the default single host device); the parent's other XLA flags are kept,
+    and ``env`` is added to the parent's environment. A result is the script's last ``RESULT``
+    JSON object, or ``{"error": traceback}`` if it raised or printed none; for the multi-device
+    scripts each object must report ``"devices"``, which :func:`check` compares with ``devices``.
     """
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     flags = [f for f in env.get("XLA_FLAGS", "").split()
              if not f.startswith("--xla_force_host_platform_device_count")]
     env["XLA_FLAGS"] = " ".join(flags)
-    proc = subprocess.run([sys.executable, "-c", _RUNNER % devices], input=json.dumps(scripts),
+    runner = _RUNNER % (devices is not None, devices or 0)
+    proc = subprocess.run([sys.executable, "-c", runner], input=json.dumps(scripts),
                           capture_output=True, text=True, env=env, timeout=timeout)
     out, name = {}, None
     for ln in proc.stdout.splitlines():

@@ -179,13 +179,11 @@ print("x32 ok")
 """
 
 
-def test_samplers_run_in_float32_mode():
-    import os
-    import subprocess
-    import sys
+# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results).
+X64_OFF_CHILD = X32_SCRIPT + '\nimport json\nprint("RESULT" + json.dumps({"x32": "ok"}))\n'
 
-    env = {**os.environ, "JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", X32_SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "x32 ok" in out.stdout
+
+def test_samplers_run_in_float32_mode(x64_off_results):
+    out = x64_off_results[__name__]
+    assert "error" not in out, out["error"]
+    assert out == {"x32": "ok"}

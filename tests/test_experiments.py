@@ -16,13 +16,32 @@ from dpmcmc.diagnostics import mmd_test
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
+# The experiment the fixture runs through the CLI and Snakemake (the cheapest: no sampling).
+SNAKEMAKE_RUN = "accounting"
+
+
+def _snakemake_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("snakemake") is not None
+
+
 @pytest.fixture(scope="session")
 def quick_runs(tmp_path_factory):
-    """All five quick experiments, run once in-process (the same cell runner Snakemake calls)."""
+    """All five quick experiments, each run once: SNAKEMAKE_RUN through ``dpmcmc reproduce``
+    (Snakemake, one CLI job per cell; its result is ``None``), the others in-process (the same
+    cell runner Snakemake calls). Sharing the Snakemake run with
+    test_cli_reproduce_through_snakemake_and_skip_on_rerun saves running that experiment twice.
+    Without Snakemake every experiment runs in-process."""
     out = {}
     for name in E.EXPERIMENTS:
         d = tmp_path_factory.mktemp(name)
-        out[name] = (d, E.reproduce(name, quick=True, out=d, engine="inprocess"))
+        if name == SNAKEMAKE_RUN and _snakemake_installed():
+            r = _cli("reproduce", name, "--quick", "--out", str(d), "--cores", "2")
+            assert r.returncode == 0, r.stderr[-2000:]
+            out[name] = (d, None)
+        else:
+            out[name] = (d, E.reproduce(name, quick=True, out=d, engine="inprocess"))
     return out
 
 
@@ -86,11 +105,11 @@ def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_ru
 
 
 def test_inprocess_rerun_skips_finished_cells(quick_runs):
-    # The fixture's first run of the cheapest experiment ran every cell; a second run into the
-    # same folder finds them all finished (reusing it saves a third in-process accounting run).
-    d, first = quick_runs["accounting"]
-    assert sorted(first["cells_run"]) == sorted(E.cell_ids("accounting", True))
-    again = E.reproduce("accounting", quick=True, out=d, engine="inprocess")
+    # The fixture's in-process run of an experiment ran every cell; a second run into the same
+    # folder finds them all finished (reusing it saves a third run of the experiment).
+    d, first = quick_runs["barker"]
+    assert sorted(first["cells_run"]) == sorted(E.cell_ids("barker", True))
+    again = E.reproduce("barker", quick=True, out=d, engine="inprocess")
     assert again["cells_run"] == []
 
 
@@ -113,16 +132,19 @@ def _cli(*args, **kw):
                           env=env, **kw)
 
 
-def test_cli_reproduce_through_snakemake_and_skip_on_rerun(tmp_path):
+def test_cli_reproduce_through_snakemake_and_skip_on_rerun(quick_runs):
     pytest.importorskip("snakemake")
-    out = tmp_path / "acc"
-    r = _cli("reproduce", "accounting", "--quick", "--out", str(out), "--cores", "2")
-    assert r.returncode == 0, r.stderr[-2000:]
+    # The fixture ran SNAKEMAKE_RUN through `dpmcmc reproduce` (Snakemake): one cell file per
+    # cell, written by the CLI's cell jobs (not by an in-process run: that returns a result).
+    out, result = quick_runs[SNAKEMAKE_RUN]
+    assert result is None
+    assert (out / ".snakemake").is_dir()
+    assert {p.stem for p in (out / "logs").glob("*.log")} >= set(E.cell_ids(SNAKEMAKE_RUN, True))
     cells = {p: p.stat().st_mtime_ns for p in (out / "cells").glob("*.json")}
-    assert len(cells) == len(E.cell_ids("accounting", True))
+    assert len(cells) == len(E.cell_ids(SNAKEMAKE_RUN, True))
     payload = json.loads(next(iter(cells)).read_text())
     assert payload["rows"] and payload["cpu_s"] >= 0
-    r = _cli("reproduce", "accounting", "--quick", "--out", str(out), "--cores", "2")
+    r = _cli("reproduce", SNAKEMAKE_RUN, "--quick", "--out", str(out), "--cores", "2")
     assert r.returncode == 0, r.stderr[-2000:]
     assert {p: p.stat().st_mtime_ns for p in cells} == cells  # Snakemake found them up to date
     assert (out / "report.md").is_file()

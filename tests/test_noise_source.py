@@ -10,7 +10,7 @@
   function it has seen, and a second trace of the same function at the same shapes waits for
   the first, which would turn the rendezvous into a timeout. Tiny runs (12 rows, 2 iterations,
   1 chain) keep each test to a few seconds.
-* With ``jax_enable_x64`` off (a subprocess, since conftest turns it on) the released noisy
+* With ``jax_enable_x64`` off (the session's x64-off child process, since conftest turns it on) the released noisy
   statistics are float64 and their tail beyond 5.3σ has the normal rate, and ``dpmcmc.sample``
   runs and leaves the user's setting off.
 * The default key carries at least 128 bits drawn from ``secrets``.
@@ -18,9 +18,6 @@
 from __future__ import annotations
 
 import collections
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -181,7 +178,10 @@ def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
 
 # ---------------------------------------------------------------- float64 with x64 off
 
-_X64_OFF_CHILD = textwrap.dedent("""
+# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results), which
+# compiles with most optimisations off like the suite: the 10^8 draws are compiled with XLA's
+# optimisations on.
+X64_OFF_CHILD = textwrap.dedent("""
     import json, math
     import jax, jax.numpy as jnp, numpy as np
     assert not jax.config.jax_enable_x64
@@ -195,12 +195,15 @@ _X64_OFF_CHILD = textwrap.dedent("""
     from dpmcmc.samplers._mechanisms import gaussian_mechanism
     # 10^8 draws through the public mechanism, on a float32 statistic, in 20 releases.
     tail, dtypes = 0, set()
+    cheap = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
     with jax.enable_x64(True):
         release = jax.jit(lambda kk: gaussian_mechanism(kk, jnp.zeros(5_000_000, jnp.float32), 1.0))
         for i in range(20):
             z = release(jax.random.key(i))
             dtypes.add(str(z.dtype))
             tail += int(jnp.sum(jnp.abs(z) > 5.3))
+    jax.config.update("jax_disable_most_optimizations", cheap)
     out["mechanism_dtype"] = "/".join(sorted(dtypes))
     out["tail"] = tail
     res = dpmcmc.sample(model, np.random.default_rng(0).normal(size=(30, 1)), "dp-penalty",
@@ -217,21 +220,15 @@ _X64_OFF_CHILD = textwrap.dedent("""
 """)
 
 
-def test_noise_is_float64_with_x64_off_and_the_setting_is_kept():
-    """In a fresh process with ``JAX_ENABLE_X64=0``: the released noise is float64 and exceeds
+def test_noise_is_float64_with_x64_off_and_the_setting_is_kept(x64_off_results):
+    """In a process started with ``JAX_ENABLE_X64=0``: the released noise is float64 and exceeds
     5.3σ at the normal rate (10^8 draws, P(|Z| > 5.3) = 1.158e-7: 11.6 expected; the float32
     sampler never exceeds about 5.3σ; the bounds [1, 30] hold with probability > 1 − 1e-5 for
     the Poisson count, seeded keys so the outcome is fixed); ``dpmcmc.sample``
     runs; the global setting is still off afterwards; a bare mechanism call outside any x64
     scope is refused rather than drawn in float32."""
-    # 10^8 draws: compiled with XLA's optimisations on (the suite turns most of them off).
-    env = dict(os.environ, JAX_ENABLE_X64="0", PYTHONPATH=os.pathsep.join(sys.path),
-               JAX_DISABLE_MOST_OPTIMIZATIONS="0")
-    proc = subprocess.run([sys.executable, "-c", _X64_OFF_CHILD], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    import json
-    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    out = x64_off_results[__name__]
+    assert "error" not in out, out["error"]
     assert out["mechanism_dtype"] == "float64"
     assert 1 <= out["tail"] <= 30
     assert out["samples_dtype"] == "float64"

@@ -62,7 +62,11 @@ def data_blind_mechanism(monkeypatch):
     """Every privacy release becomes N(0, 1) noise from its own key, whatever the data.
 
     Patched wherever a sampler module holds the mechanism, so the releases of two runs with the
-    same key are equal on any data. JAX caches are cleared so no earlier trace is reused.
+    same key are equal on any data. No earlier trace can be reused, and no trace made here can
+    be reused later, without clearing JAX's caches (which cost the rest of the session several
+    CPU-s of recompiling): every run builds a fresh model (``gaussian_model()``), and both
+    dpmcmc's program cache and JAX's trace caches are keyed on the model's functions. A reused
+    real-mechanism trace would make the flags differ and fail the test, not pass it.
     """
     real = _mechanisms.gaussian_mechanism
 
@@ -74,9 +78,7 @@ def data_blind_mechanism(monkeypatch):
         if (getattr(module, "__name__", "").startswith("dpmcmc.")
                 and getattr(module, "gaussian_mechanism", None) is real):
             monkeypatch.setattr(module, "gaussian_mechanism", blind)
-    jax.clear_caches()
     yield
-    jax.clear_caches()
 
 
 @pytest.mark.parametrize("algorithm", fast_first(PRIVATE))
