@@ -128,7 +128,7 @@ def run_cell(name: str, cell: str, quick: bool, out: str | os.PathLike) -> Path:
         row = {"experiment": name, "cell": cell, "quick": quick}
         row.update(r)
         rows.append(row)
-    payload = {"experiment": name, "cell": cell, "quick": quick, "rows": rows,
+    payload = {"experiment": name, "cell": cell, "quick": quick, "spec": cells[cell], "rows": rows,
                "extras": result.get("extras", {}), "wall_s": wall, "cpu_s": cpu}
     out = Path(out)
     _write_json(out, payload)
@@ -161,8 +161,15 @@ def aggregate(name: str, quick: bool, out: str | os.PathLike) -> dict:
                                 f"e.g. {missing[0]}.json; run them first (dpmcmc reproduce {name})")
     t0 = time.perf_counter()
     rows, extras, wall, cpu = [], {}, 0.0, 0.0
+    specs = {c["id"]: json.loads(json.dumps(c, default=_jsonable)) for c in mod.cells(cfg)}
     for c in ids:
-        payload = json.loads((out / "cells" / f"{c}.json").read_text())
+        path = out / "cells" / f"{c}.json"
+        payload = json.loads(path.read_text())
+        # Snakemake reruns a cell only when its file is missing: a file written for another
+        # version of the cell (e.g. fewer repeats) must not be mixed in silently.
+        if "spec" in payload and payload["spec"] != specs[c]:
+            raise ValueError(f"{path} was computed for cell {payload['spec']}, but the configuration "
+                             f"now defines {specs[c]}; delete it and rerun")
         rows.extend(payload["rows"])
         extras[c] = payload.get("extras", {})
         wall += payload["wall_s"]
