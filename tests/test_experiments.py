@@ -68,7 +68,9 @@ def test_sampling_tables_have_one_row_per_run_and_label_starts(quick_runs):
         d, _ = quick_runs[name]
         df = pd.read_csv(d / "results.csv")
         cfg = E.get(name).config(True)
-        assert len(df) == len(E.cell_ids(name, True))  # one row per (model, alg, ε, repeat, start)
+        # A cell runs every repeat of one (model, alg, ε, start): one row per run.
+        assert len(df) == len(E.cell_ids(name, True)) * cfg["repeats"]
+        assert df.run.is_unique
         assert set(df.start) == {"paper", "private"}
         assert df[df.start == "paper"].start_label.str.startswith("NON-PRIVATE").all()
         private = df[(df.start == "private") & df.epsilon.notna()]
@@ -83,6 +85,23 @@ def test_sampling_tables_have_one_row_per_run_and_label_starts(quick_runs):
     # The tight bound clips more than the loose one, for each algorithm and start.
     frac = df.groupby(["algorithm", "start", "clip"]).nonprivate_clip_fraction.mean().unstack()
     assert (frac[0.5] > frac[1000.0]).all()
+
+
+def test_a_cell_runs_each_repeat_with_the_key_and_start_of_that_repeat():
+    # Grouping the repeats into one cell (one process) must not change any run: a run's key and
+    # starting points depend on the run, not on the cell it is run in.
+    mod = E.get("dphmc-paper")
+    two = mod.config(True)
+    two["repeats"] = 2
+    one = mod.config(True)
+    pick = [c for c in mod.cells(two) if c["label"] == "dp-penalty" and c["start"] == "paper"]
+    rows2 = mod.run_cell(two, pick[0])["rows"]
+    assert [r["repeat"] for r in rows2] == [0, 1]
+    assert rows2[0]["run"] != rows2[1]["run"] and rows2[0]["mmd"] != rows2[1]["mmd"]
+    (cell1,) = [c for c in mod.cells(one) if c["id"] == pick[0]["id"]]
+    (row1,) = mod.run_cell(one, cell1)["rows"]
+    for col in ("run", "iterations", "epsilon_spent", "mmd", "mean_error", "acceptance"):
+        assert row1[col] == rows2[0][col], col
 
 
 def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_runs):
@@ -111,6 +130,22 @@ def test_inprocess_rerun_skips_finished_cells(quick_runs):
     assert sorted(first["cells_run"]) == sorted(E.cell_ids("barker", True))
     again = E.reproduce("barker", quick=True, out=d, engine="inprocess")
     assert again["cells_run"] == []
+
+
+def test_aggregate_refuses_a_cell_file_of_another_configuration(quick_runs, tmp_path):
+    # Snakemake skips any cell whose file exists: one written for another version of the cell
+    # (here: other settings) must stop the aggregate step instead of being mixed in.
+    import shutil
+
+    d, _ = quick_runs["accounting"]
+    shutil.copytree(d / "cells", tmp_path / "cells")
+    path = sorted((tmp_path / "cells").glob("*.json"))[0]
+    payload = json.loads(path.read_text())
+    E.aggregate("accounting", True, tmp_path)  # the untouched copy aggregates
+    payload["spec"]["stale"] = True
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="delete it and rerun"):
+        E.aggregate("accounting", True, tmp_path)
 
 
 def test_argument_errors(tmp_path):

@@ -128,8 +128,9 @@ def run_cell(name: str, cell: str, quick: bool, out: str | os.PathLike) -> Path:
         row = {"experiment": name, "cell": cell, "quick": quick}
         row.update(r)
         rows.append(row)
-    payload = {"experiment": name, "cell": cell, "quick": quick, "rows": rows,
-               "extras": result.get("extras", {}), "wall_s": wall, "cpu_s": cpu}
+    payload = {"experiment": name, "cell": cell, "quick": quick, "spec": cells[cell], "rows": rows,
+               "extras": result.get("extras", {}), "wall_s": wall, "cpu_s": cpu,
+               "finished": time.time()}
     out = Path(out)
     _write_json(out, payload)
     return out
@@ -161,12 +162,23 @@ def aggregate(name: str, quick: bool, out: str | os.PathLike) -> dict:
                                 f"e.g. {missing[0]}.json; run them first (dpmcmc reproduce {name})")
     t0 = time.perf_counter()
     rows, extras, wall, cpu = [], {}, 0.0, 0.0
+    first_start, last_end = float("inf"), 0.0
+    specs = {c["id"]: json.loads(json.dumps(c, default=_jsonable)) for c in mod.cells(cfg)}
     for c in ids:
-        payload = json.loads((out / "cells" / f"{c}.json").read_text())
+        path = out / "cells" / f"{c}.json"
+        payload = json.loads(path.read_text())
+        # Snakemake reruns a cell only when its file is missing: a file written for another
+        # version of the cell (e.g. fewer repeats) must not be mixed in silently.
+        if "spec" in payload and payload["spec"] != specs[c]:
+            raise ValueError(f"{path} was computed for cell {payload['spec']}, but the configuration "
+                             f"now defines {specs[c]}; delete it and rerun")
         rows.extend(payload["rows"])
         extras[c] = payload.get("extras", {})
         wall += payload["wall_s"]
         cpu += payload["cpu_s"]
+        # Older cell files carry no end time: their modification time is when they were written.
+        end = payload.get("finished", path.stat().st_mtime)
+        first_start, last_end = min(first_start, end - payload["wall_s"]), max(last_end, end)
     df = pd.DataFrame(rows)
     for col in df.columns:  # nested settings as JSON text, so the CSV round-trips
         if df[col].map(lambda v: isinstance(v, (dict, list))).any():
@@ -189,12 +201,21 @@ def aggregate(name: str, quick: bool, out: str | os.PathLike) -> dict:
     findings = mod.findings(df, cfg)
     agg_wall = time.perf_counter() - t0
     report = out / "report.md"
-    report.write_text(_report(mod, cfg, df, findings, written, out, wall, cpu, agg_wall))
+    span = (first_start, last_end)
+    report.write_text(_report(mod, cfg, df, findings, written, out, wall, cpu, agg_wall, span))
     return {"table": table, "figures": written, "report": report, "cells_wall_s": wall,
             "cells_cpu_s": cpu, "aggregate_wall_s": agg_wall}
 
 
-def _report(mod, cfg, df, findings, written, out, wall, cpu, agg_wall) -> str:
+def _stamp(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def _report(mod, cfg, df, findings, written, out, wall, cpu, agg_wall, span) -> str:
     mode = "QUICK (CI smoke run: tiny n, few iterations; its numbers do not reproduce the paper)" \
         if cfg["quick"] else "full"
     lines = [
@@ -207,6 +228,8 @@ def _report(mod, cfg, df, findings, written, out, wall, cpu, agg_wall) -> str:
         f"- machine: {_machine()}",
         f"- wall time: {wall:.1f} s in {len(set(df['cell']))} cells (sum over cells; CPU {cpu:.1f} s)"
         f" + {agg_wall:.1f} s aggregate",
+        f"- elapsed: first cell started {_stamp(span[0])}, last cell finished {_stamp(span[1])} "
+        f"({_duration(span[1] - span[0])}, including time between resumed runs)",
         f"- results table: `{(out / 'results.csv').name}` ({len(df)} rows, one per run)",
         f"- figures: {', '.join(f'`figures/{p.name}`' for p in written)}",
         "",

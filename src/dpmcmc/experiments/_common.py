@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 from typing import Any, Optional
 
@@ -142,6 +143,31 @@ def thin(draws: np.ndarray, max_points: int) -> np.ndarray:
     return draws[idx]
 
 
+_BUDGETS: dict = {}
+
+
+def _budget(pre, algorithm: str, params: dict, epsilon: float, delta: float, chains: int,
+            accountant: str, relation: str, start: str) -> int:
+    """Iterations per chain the budget buys (0 if it buys none), as ``dpmcmc.sample`` plans them,
+    the private start's share included. Memoised per process: the repeats of a cell share one
+    plan (the key holds the preset itself, so its identity cannot be reused)."""
+    import dpmcmc
+
+    key = (id(pre), algorithm, json.dumps(params, sort_keys=True, default=repr), epsilon, delta, chains,
+           accountant, relation, start)
+    if key not in _BUDGETS:
+        try:
+            iterations = dpmcmc.plan(pre.model, int(pre.data.shape[0]), algorithm, epsilon=epsilon,
+                                     delta=delta, chains=chains, accountant=accountant,
+                                     relation=relation, theta0=start, **params).iterations
+        except ValueError as err:
+            if "budget too small" not in str(err):
+                raise
+            iterations = 0
+        _BUDGETS[key] = (pre, iterations)
+    return _BUDGETS[key][1]
+
+
 def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delta: Optional[float],
             chains: int, theta0: Optional[np.ndarray], seed: int, iterations: Optional[int] = None,
             max_iterations: Optional[int] = None, accountant: Optional[str] = None,
@@ -163,17 +189,10 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
     if spec.private:
         acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
-        try:
-            # The plan accounts as dpmcmc.sample does, the private start's share included. The run
-            # below fixes `iterations`, where theta0=None means prior draws (no private start).
-            budget = dpmcmc.plan(pre.model, n, algorithm, epsilon=epsilon, delta=delta, chains=chains,
-                                 accountant=acc, relation=relation,
-                                 theta0="private" if isinstance(theta0, str) else "given",
-                                 **params).iterations
-        except ValueError as err:
-            if "budget too small" not in str(err):
-                raise
-            budget = 0
+        start = "private" if isinstance(theta0, str) else "given"
+        # The plan accounts as dpmcmc.sample does, the private start's share included. The run
+        # below fixes `iterations`, where theta0=None means prior draws (no private start).
+        budget = _budget(pre, algorithm, params, epsilon, delta, chains, acc, relation, start)
         info["iterations_budget"] = budget
         if budget < 1:
             info["status"] = "budget too small"

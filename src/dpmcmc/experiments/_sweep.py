@@ -4,7 +4,15 @@ A config for :func:`grid_cells` / :func:`run_grid_cell` holds ``models`` (preset
 ``{"n": n or None, "algorithms": {label: {"algorithm", "params", "source"}}}``), ``epsilons``
 (``None`` entries for non-private algorithms), ``delta_over_n`` (δ = delta_over_n / n),
 ``chains``, ``repeats``, ``starts``, ``max_iterations`` (quick-mode cap or None),
-``reference_draws``, ``mmd_points``, ``bandwidth_points`` and ``seed``.
+``reference_draws``, ``mmd_points``, ``bandwidth_points``, ``seed`` and optionally ``cell``:
+what one cell (one Snakemake job, one process) runs, ``"epsilon"`` (default: every repeat of
+one model, algorithm, ε and start) or ``"algorithm"`` (every ε and repeat of one model,
+algorithm and start).
+
+A run is one ``dpmcmc.sample`` call; its key and starting points are derived from the run (its
+:func:`run_id` and repeat), never from the cell it is run in, so how runs are grouped into cells
+changes only the cost: the runs of a cell share the process start-up, the preset, the reference
+sample and the compiled programs.
 """
 from __future__ import annotations
 
@@ -12,26 +20,36 @@ import numpy as np
 
 from ._common import START_LABELS, acceptance_columns, cell_seed, evaluate, load_preset, reference_draws, run_one, start_points, thin
 
-__all__ = ["grid_cells", "run_grid_cell", "plot_vs_epsilon", "summary_table"]
+__all__ = ["grid_cells", "run_grid_cell", "run_id", "plot_vs_epsilon", "summary_table"]
 
 
 def _eps_tag(eps) -> str:
     return "np" if eps is None else f"{eps:g}".replace(".", "p")
 
 
+def run_id(model: str, label: str, eps, rep: int, start: str) -> str:
+    """The id of one run (one ``dpmcmc.sample`` call); its key is derived from it."""
+    return f"{model}__{label}__e{_eps_tag(eps)}__r{rep}__{start}"
+
+
 def grid_cells(cfg: dict) -> list[dict]:
+    """The cells of the grid (see the module docstring for ``cfg["cell"]``)."""
+    from ..samplers import ALGORITHMS
+
+    per = cfg.get("cell", "epsilon")
+    if per not in ("epsilon", "algorithm"):  # a config bug, not user input
+        raise AssertionError(f"cell must be 'epsilon' or 'algorithm', got {per!r}")
     cells = []
     for model, mcfg in cfg["models"].items():
         for label, acfg in mcfg["algorithms"].items():
-            from ..samplers import ALGORITHMS
-
-            private = ALGORITHMS[acfg["algorithm"]].private
-            for eps in (cfg["epsilons"] if private else [None]):
-                for rep in range(cfg["repeats"]):
-                    for start in cfg["starts"]:
-                        cid = f"{model}__{label}__e{_eps_tag(eps)}__r{rep}__{start}"
-                        cells.append({"id": cid, "model": model, "label": label, "epsilon": eps,
-                                      "repeat": rep, "start": start})
+            eps_grid = cfg["epsilons"] if ALGORITHMS[acfg["algorithm"]].private else [None]
+            groups = [[e] for e in eps_grid] if per == "epsilon" else [list(eps_grid)]
+            for epsilons in groups:
+                for start in cfg["starts"]:
+                    tag = f"__e{_eps_tag(epsilons[0])}" if per == "epsilon" else ""
+                    cells.append({"id": f"{model}__{label}{tag}__{start}", "model": model,
+                                  "label": label, "epsilons": epsilons, "start": start,
+                                  "repeats": list(range(cfg["repeats"]))})
     return cells
 
 
@@ -53,7 +71,24 @@ def _grad_clip_fraction(pre, draws: np.ndarray, grad_clip: float, per_chain: int
     return float(np.mean(fr)) if fr else float("nan")
 
 
-def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fraction: bool = False) -> dict:
+def run_grid_cell(cfg: dict, cell: dict, keep_draws=False, grad_clip_fraction: bool = False) -> dict:
+    """Run every (ε, repeat) of a cell: one row per run. ``keep_draws`` (a bool, or a function of
+    ε): keep those runs' thinned draws in the extras (``draws``: run id -> array) with the
+    reference sample (``reference``)."""
+    rows, extras = [], {}
+    for eps in cell["epsilons"]:
+        keep = keep_draws(eps) if callable(keep_draws) else bool(keep_draws)
+        for rep in cell["repeats"]:
+            row, draws, ref = _run_grid_run(cfg, cell, eps, rep, keep, grad_clip_fraction)
+            rows.append(row)
+            if draws is not None:
+                extras.setdefault("draws", {})[row["run"]] = draws
+                if ref is not None:
+                    extras["reference"] = ref
+    return {"rows": rows, "extras": extras}
+
+
+def _run_grid_run(cfg: dict, cell: dict, eps, rep: int, keep_draws: bool, grad_clip_fraction: bool):
     mcfg = cfg["models"][cell["model"]]
     acfg = mcfg["algorithms"][cell["label"]]
     pre = load_preset(cell["model"], mcfg.get("n"))
@@ -63,25 +98,25 @@ def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fra
     if pre.posterior_sampler is not None:
         ref = reference_draws(cell["model"], mcfg.get("n"), cfg["reference_draws"], cfg["seed"])
     # Starts depend on the repeat only: every algorithm and ε of a repeat shares them.
-    start_seed = cell_seed(cfg["seed"], cell["model"], "start", cell["repeat"])
+    start_seed = cell_seed(cfg["seed"], cell["model"], "start", rep)
     theta0 = start_points(cell["start"], pre, cfg["chains"], start_seed, ref, mcfg.get("start"),
                           algorithm=acfg["algorithm"], params=acfg["params"])
-    run_seed = cell_seed(cfg["seed"], cell["id"])
+    rid = run_id(cell["model"], cell["label"], eps, rep, cell["start"])
+    run_seed = cell_seed(cfg["seed"], rid)  # the run's own key, whatever cell it is run in
     alg = acfg["algorithm"]
-    res, info = run_one(pre, alg, acfg["params"], epsilon=cell["epsilon"],
-                        delta=None if cell["epsilon"] is None else delta, chains=cfg["chains"],
+    res, info = run_one(pre, alg, acfg["params"], epsilon=eps,
+                        delta=None if eps is None else delta, chains=cfg["chains"],
                         theta0=theta0, seed=run_seed,
                         iterations=acfg.get("iterations"), max_iterations=cfg.get("max_iterations"))
-    row = {"model": cell["model"], "algorithm": cell["label"], "sampler": alg,
-           "epsilon": cell["epsilon"], "delta": None if cell["epsilon"] is None else delta, "n": n,
-           "repeat": cell["repeat"], "chains": cfg["chains"], "start": cell["start"],
+    row = {"run": rid, "model": cell["model"], "algorithm": cell["label"], "sampler": alg,
+           "epsilon": eps, "delta": None if eps is None else delta, "n": n,
+           "repeat": rep, "chains": cfg["chains"], "start": cell["start"],
            "start_label": START_LABELS[cell["start"]], "params": acfg["params"],
            "params_source": acfg.get("source", ""), **info}
-    extras = {}
     if res is None:
         row.update(mmd=np.nan, mean_error=np.nan, rhat_max=np.nan, mmd_exact_baseline=np.nan,
                    acceptance=np.nan, nonprivate_acceptance=np.nan, nonprivate_clip_fraction=np.nan)
-        return {"rows": [row]}
+        return row, None, ref
     baseline = None
     if ref is not None:
         import jax
@@ -97,12 +132,11 @@ def run_grid_cell(cfg: dict, cell: dict, keep_draws: bool = False, grad_clip_fra
     if grad_clip_fraction and "grad_clip" in acfg["params"]:
         row["nonprivate_grad_clip_fraction"] = _grad_clip_fraction(pre, np.asarray(res.samples),
                                                                    acfg["params"]["grad_clip"])
+    draws = None
     if keep_draws:
         kept = np.asarray(res.samples)[:, res.samples.shape[1] // 2:, :].reshape(-1, pre.model.dim)
-        extras["draws"] = thin(kept, 1000)
-        if ref is not None:
-            extras["reference"] = ref
-    return {"rows": [row], "extras": extras}
+        draws = thin(kept, 1000)
+    return row, draws, ref
 
 
 def plot_vs_epsilon(df, models, metric: str, ylabel: str, title: str, save, stem: str,

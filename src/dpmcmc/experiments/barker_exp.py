@@ -65,8 +65,11 @@ def _fig4(cfg, cell) -> dict:
     errs = []
     for r in range(f["runs"]):
         k1, k2 = jax.random.split(jax.random.key(cell_seed(cfg["seed"], cell["id"], r)))
-        x = np.sort(np.asarray(sample_correction(k1, (f["samples"],), C), dtype=np.float64)
-                    + np.sqrt(C) * np.asarray(jax.random.normal(k2, (f["samples"],), jnp.float32), dtype=np.float64))
+        # The correction is privacy noise, drawn in float64 only: 64-bit types for this draw.
+        with jax.enable_x64(True):
+            corr = np.asarray(sample_correction(k1, (f["samples"],), C), dtype=np.float64)
+        x = np.sort(corr + np.sqrt(C) * np.asarray(jax.random.normal(k2, (f["samples"],), jnp.float32),
+                                                   dtype=np.float64))
         m = len(x)
         s = expit(x)
         errs.append(float(max(np.max(np.arange(1, m + 1) / m - s), np.max(s - np.arange(m) / m))))

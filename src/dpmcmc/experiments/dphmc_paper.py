@@ -84,7 +84,8 @@ def cells(cfg: dict) -> list[dict]:
 
 
 def run_cell(cfg: dict, cell: dict) -> dict:
-    keep = cell["model"] == "banana-2d" and cell["epsilon"] == cfg["kde_epsilon"]
+    # Fig. 2 shows the banana at ε = 15: only those runs keep their draws.
+    keep = (lambda eps: eps == cfg["kde_epsilon"]) if cell["model"] == "banana-2d" else False
     return run_grid_cell(cfg, cell, keep_draws=keep)
 
 
@@ -109,11 +110,11 @@ def _kde_figure(df, cfg, extras, save) -> None:
     fig, axes = plt.subplots(3, len(algs), figsize=(3.4 * len(algs), 8.5), squeeze=False)
     for j, alg in enumerate(algs):
         g = sub[sub.algorithm == alg].sort_values("mmd")
-        cell = g.iloc[len(g) // 2]["cell"]
-        ex = extras.get(cell, {})
-        if "draws" not in ex:
+        median = g.iloc[len(g) // 2]
+        ex = extras.get(median["cell"], {})
+        if median["run"] not in ex.get("draws", {}):
             continue
-        x, ref = np.asarray(ex["draws"]), np.asarray(ex["reference"])
+        x, ref = np.asarray(ex["draws"][median["run"]]), np.asarray(ex["reference"])
         for d in range(2):
             ax = axes[d, j]
             lo, hi = np.percentile(np.concatenate([x[:, d], ref[:, d]]), [0.5, 99.5])
