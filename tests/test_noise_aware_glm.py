@@ -311,7 +311,9 @@ def test_audit_transcript_privacy_profile_with_the_knorm_round(noise_scale, cali
     d_set, dp_set = _neighbours(n=400, beta=(-0.5, 6.0))
     plan = nag.release_plan("logistic", len(d_set), 2, 1.0, 1e-5, steps=3)
     assert plan.gradients[-1].kind == "knorm" and plan.mu_total > 0
-    keys = jax.random.split(jax.random.key(10), 20000)
+    # 4000 runs: the half-noise profile exceeds the bound by >= 10 standard errors at eps = 0.5
+    # and 1 (measured, seeds 10-12), the calibrated one stays > 50 below it.
+    keys = jax.random.split(jax.random.key(10), 4000)
     llr, m, pure_max = _transcript_llr(plan, d_set, dp_set, NoiseSource(noise_scale=noise_scale),
                                        keys, true_scale=noise_scale)
     assert np.all(m <= plan.mu_total / noise_scale ** 2 * (1 + 1e-9))
