@@ -436,18 +436,22 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
         move = 2.38 * s0
         out = {"proposal_std": [move / math.sqrt(D)] * D}
         if algorithm == "dp-penalty":
-            tau = sigma_target / (2 * math.sqrt(n) * clip * move)
-            c = _budget_floor(n, epsilon, delta, chains, 1.0 / (2 * tau * tau * n))
+            # σ and μ from the sampler's own release event (what its kernel draws and its
+            # accountant charges) at τ = 1: σ scales as τ, μ as 1/τ².
+            (llr,) = _unit_events(algorithm, n, tau=1.0)
+            tau = sigma_target / llr.noise_std(clip * move)
+            c = _budget_floor(n, epsilon, delta, chains, _mu_per_iteration(((llr, tau),)))
             out.update(clip=clip, tau=c * tau)
         return out
     if algorithm in ("dp-hmc", "hmc"):
         out = {"step_size": step, "leapfrog_steps": L}
         if algorithm == "dp-hmc":
             traj = 0.5 * math.pi * s0 * math.sqrt(D)
-            tau_l = sigma_target / (2 * math.sqrt(n) * clip * traj)
-            tau_g = TARGET_KICK / (2 * math.sqrt(n) * grad_clip * step * math.sqrt(L))
+            llr, grad = _unit_events(algorithm, n, tau_l=1.0, tau_g=1.0, leapfrog_steps=L)
+            tau_l = sigma_target / llr.noise_std(clip * traj)
+            tau_g = TARGET_KICK / (grad.noise_std(grad_clip) * step * math.sqrt(L))
             c = _budget_floor(n, epsilon, delta, chains,
-                              1.0 / (2 * tau_l * tau_l * n) + (L + 1) / (2 * tau_g * tau_g * n))
+                              _mu_per_iteration(((llr, tau_l), (grad, tau_g))))
             out.update(clip=clip, grad_clip=grad_clip, tau_l=c * tau_l, tau_g=c * tau_g)
         return out
     if algorithm in ("dp-sgld", "dp-sgnht") and epsilon is not None and delta is not None:
@@ -458,6 +462,18 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
         return {"batch_size": batch, "noise_multiplier": sigma, "grad_clip": grad_clip,
                 "step_size": min(eta_noise, eta_disc)}
     return {}
+
+
+def _unit_events(algorithm: str, n: int, **taus) -> tuple:
+    """The release events of one iteration of ``algorithm`` with the given τ's (the spec's own)."""
+    from .samplers import ALGORITHMS
+
+    return ALGORITHMS[algorithm].events(n, taus)
+
+
+def _mu_per_iteration(events_at_unit_tau) -> float:
+    """μ of one iteration from ``(event at τ = 1, τ)`` pairs: one release costs μ(τ=1)/τ²."""
+    return sum(e.mu * e.per_iteration / (tau * tau) for e, tau in events_at_unit_tau)
 
 
 def _budget_floor(n: int, epsilon, delta, chains: int, mu_per_iteration: float) -> float:
