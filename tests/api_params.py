@@ -90,3 +90,16 @@ def forbid_noise(monkeypatch) -> None:
     monkeypatch.setattr(_driver, "run_chains", fail)
     monkeypatch.setattr(_mechanisms, "noise_normal", fail)
     monkeypatch.setattr(_mechanisms, "gaussian_mechanism", fail)
+
+
+def fresh_program_cache(monkeypatch) -> None:
+    """Swap dpmcmc's in-process program cache for an empty one until the test ends.
+
+    Call it where a test patches a library function that a trace bakes in: programs are keyed on
+    what the model and the parameters compute, not on the library's code, so a program cached
+    before the patch would run without it, and one traced under the patch must not serve a
+    later test."""
+    from dpmcmc import _compile_cache
+
+    monkeypatch.setattr(_compile_cache, "PROGRAMS",
+                        _compile_cache._LRU(_compile_cache.PROGRAMS.maxsize))

@@ -14,7 +14,7 @@ from dpmcmc import accounting
 from dpmcmc._checkpoint import CheckpointError, read_checkpoint
 from dpmcmc.samplers import _driver
 
-from api_params import gaussian_data, gaussian_model, valid_params
+from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
 
 PARAMS = valid_params("dp-penalty")
 ITERATIONS = 23
@@ -83,6 +83,7 @@ def test_resume_yields_the_uninterrupted_draws_without_accounting_again(interrup
         np.testing.assert_array_equal(getattr(resumed.released, f), getattr(full.released, f))
     # A finished checkpoint returns the same result again without running a single iteration.
     monkeypatch.setattr(_driver, "_make_chunk_runner", _never_run(_driver._make_chunk_runner))
+    fresh_program_cache(monkeypatch)  # the cached program must not stand in for the failing one
     again = call(path, _on_chunk=lambda p: chunks.append(("ran", p.done)))
     np.testing.assert_array_equal(again.samples, full.samples)
     assert chunks == [15, 20, 23]

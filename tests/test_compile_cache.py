@@ -78,6 +78,88 @@ def test_repeated_call_on_new_data_compiles_nothing(banana):
     assert again.samples.shape == first.samples.shape
 
 
+def _gauss_model(scale, offset=0.0):
+    import jax.numpy as jnp
+
+    def log_likelihood(theta, x):
+        return -0.5 * jnp.sum(((x - theta) / scale) ** 2) + offset
+
+    return dpmcmc.Model(log_likelihood=log_likelihood, log_prior=lambda t: -0.5 * jnp.sum(t ** 2),
+                        dim=2, record_shape=(2,))
+
+
+def test_a_model_built_again_alike_reuses_the_program_and_another_does_not():
+    """Programs are keyed on what a model computes, not on the model object: the same
+    constructor with the same hyperparameters (new closures) compiles nothing, while another
+    closure constant (a scale, or an offset the data-free key must also tell apart) compiles
+    its own program and draws what a fresh compilation draws."""
+    data = np.random.default_rng(0).normal(size=(300, 2))
+    kw = dict(chains=2, iterations=25, delta=1e-5, progress=False, theta0=np.zeros(2), **PENALTY)
+    first = dpmcmc.sample(_gauss_model(1.0), data, "dp-penalty", key=jax.random.key(5), **kw)
+    with CompileCounter() as count:
+        again = dpmcmc.sample(_gauss_model(1.0), data, "dp-penalty", key=jax.random.key(5), **kw)
+    assert count.compiles == 0 and count.traces == 0, (count.compiles, count.traces)
+    np.testing.assert_array_equal(again.samples, first.samples)
+    for other in (_gauss_model(2.0), _gauss_model(1.0, offset=1.0)):
+        with CompileCounter() as count:
+            got = dpmcmc.sample(other, data, "dp-penalty", key=jax.random.key(5), **kw)
+        assert count.compiles > 0
+        _compile_cache.PROGRAMS.clear()
+        fresh = dpmcmc.sample(other, data, "dp-penalty", key=jax.random.key(5), **kw)
+        np.testing.assert_array_equal(got.samples, fresh.samples)
+    # The scale changes the log-likelihood ratios the chain accepts on: other draws.
+    scaled = dpmcmc.sample(_gauss_model(2.0), data, "dp-penalty", key=jax.random.key(5), **kw)
+    assert not np.array_equal(scaled.samples, first.samples)
+
+
+_GLOBAL_SCALE = 1.0
+
+
+def _reads_a_global(theta, x):
+    return -0.5 * ((x - theta) / _GLOBAL_SCALE) ** 2
+
+
+def test_model_key_tells_apart_what_a_trace_would():
+    """model_key equals for models that trace alike and differs wherever a trace would differ:
+    a closure constant's value or type (``x ** 2`` and ``x ** 2.0`` are other primitives), a
+    module-level constant changed between builds, another code object, the temperature or the
+    record shape; an array constant over the size limit is keyed by identity."""
+    import jax.numpy as jnp
+
+    from dpmcmc._compile_cache import model_key
+
+    def make(c, temperature=1.0, record_shape=None, big=None):
+        def ll(theta, x):
+            return -((x - theta) ** c) + (0.0 if big is None else big[0])
+        return dpmcmc.Model(ll, lambda t: -jnp.sum(t ** 2), dim=1, temperature=temperature,
+                            record_shape=record_shape)
+
+    assert model_key(make(2.0)) == model_key(make(2.0))
+    assert hash(model_key(make(2.0))) == hash(model_key(make(2.0)))
+    for other in (make(2), make(3.0), make(-0.0), make(2.0, temperature=0.5),
+                  make(2.0, record_shape=(1,))):
+        assert model_key(other) != model_key(make(2.0))
+    assert model_key(make(0.0)) != model_key(make(-0.0))
+    small = np.ones(4)
+    assert model_key(make(2.0, big=small)) == model_key(make(2.0, big=small.copy()))
+    large = np.ones((1 << 21) + 1)  # over 16 MiB: by identity
+    assert model_key(make(2.0, big=large)) == model_key(make(2.0, big=large))
+    assert model_key(make(2.0, big=large)) != model_key(make(2.0, big=large.copy()))
+    lp = lambda t: -jnp.sum(t ** 2)  # noqa: E731
+    first = model_key(dpmcmc.Model(_reads_a_global, lp, dim=1))
+    global _GLOBAL_SCALE
+    try:
+        _GLOBAL_SCALE = 2.0
+        assert model_key(dpmcmc.Model(_reads_a_global, lp, dim=1)) != first
+    finally:
+        _GLOBAL_SCALE = 1.0
+    assert model_key(dpmcmc.Model(_reads_a_global, lp, dim=1)) == first
+    # Same code and constants but another function object of another def: other code object.
+    def ll2(theta, x):
+        return -((x - theta) ** 2.0)
+    assert model_key(dpmcmc.Model(ll2, lp, dim=1)) != model_key(make(2.0))
+
+
 def test_cached_programs_give_the_draws_of_a_fresh_compilation(banana):
     """A cache hit must run the program of ITS parameters and data: the draws of every call
     equal those after the cache is emptied, whichever programs were cached before."""

@@ -32,7 +32,7 @@ from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, _mechanisms
 from dpmcmc.secure import secure_key
 
-from api_params import DIM, gaussian_data, valid_params
+from api_params import DIM, fresh_program_cache, gaussian_data, valid_params
 
 ITERATIONS = 2
 CHAINS = 1
@@ -90,6 +90,7 @@ def _count_secure_draws(monkeypatch):
         return z
 
     monkeypatch.setattr(_mechanisms, "_secure_standard_normal", counting)
+    fresh_program_cache(monkeypatch)  # a program cached before the patch would not count
     return counts
 
 

@@ -58,15 +58,15 @@ def real_run(algorithm, which=0):
 
 
 @pytest.fixture
-def data_blind_mechanism(monkeypatch):
+def data_blind_mechanism(monkeypatch, isolated_programs):
     """Every privacy release becomes N(0, 1) noise from its own key, whatever the data.
 
     Patched wherever a sampler module holds the mechanism, so the releases of two runs with the
     same key are equal on any data. No earlier trace can be reused, and no trace made here can
-    be reused later, without clearing JAX's caches (which cost the rest of the session several
-    CPU-s of recompiling): every run builds a fresh model (``gaussian_model()``), and both
-    dpmcmc's program cache and JAX's trace caches are keyed on the model's functions. A reused
-    real-mechanism trace would make the flags differ and fail the test, not pass it.
+    be reused later: dpmcmc's program cache is swapped for an empty one for the test
+    (``isolated_programs``), and JAX's own trace caches are keyed on the chunk program's function
+    objects, made afresh for every program dpmcmc builds. A reused real-mechanism trace would
+    make the flags differ and fail the test, not pass it.
     """
     real = _mechanisms.gaussian_mechanism
 

@@ -21,7 +21,7 @@ from dpmcmc.samplers import ALGORITHMS, _mechanisms
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.secure import SecureKey, secure_key, secure_normal
 
-from api_params import gaussian_data, gaussian_model, valid_params
+from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
 
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
 TAG = int.from_bytes(b"dpnz", "little")
@@ -94,6 +94,7 @@ def count_secure_draws(monkeypatch):
         return z
 
     monkeypatch.setattr(_mechanisms, "_secure_standard_normal", counting)
+    fresh_program_cache(monkeypatch)  # a program cached before the patch would not count
     return count
 
 

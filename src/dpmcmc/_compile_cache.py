@@ -8,12 +8,13 @@ In-process
 :func:`dpmcmc.samplers._driver.run_chains` keeps the jitted chunk and initialisation functions
 of a run given a ``cache_key`` in :data:`PROGRAMS`, keyed on what the traced program depends on:
 the ``cache_key`` (for ``dpmcmc.sample``, :func:`kernel_cache_key`: the algorithm, the model
-object (by identity, holding a reference so that the identity cannot be reused) and the
-sampler's prepared parameters (by value: they are public)), the chains, the chunk length, secure
-mode, and the shapes, dtypes, shardings and static layout of the state, the keys and the data —
-never the data's values, never ``id()`` of an array. The data are an argument of the kernel's
-step and of the compiled program, so a second call with the same model object and parameters
-on new data of the same shape runs the program already compiled.
+(by :func:`model_key`: what its functions compute, so that a model built again by the same
+constructor with the same hyperparameters reuses the program) and the sampler's prepared
+parameters (by value: they are public)), the chains, the chunk length, secure mode, and the
+shapes, dtypes, shardings and static layout of the state, the keys and the data — never the
+data's values, never ``id()`` of an array. The data are an argument of the kernel's step and
+of the compiled program, so a second call with the same model and parameters on new data of
+the same shape runs the program already compiled.
 
 Persistent
 ----------
@@ -47,7 +48,7 @@ from typing import Any, Hashable, Optional
 import numpy as np
 
 __all__ = ["set_compile_cache", "persistent_cache_dir", "ensure_persistent_cache", "PROGRAMS",
-           "kernel_cache_key", "signature", "Identity"]
+           "kernel_cache_key", "model_key", "signature", "Identity"]
 
 #: JAX's persistent cache writes programs that took at least this long to compile (JAX's own
 #: default, 1 s, leaves out the smaller chain programs).
@@ -179,40 +180,123 @@ class Identity:
         return f"Identity({type(self.obj).__name__})"
 
 
-def _freeze(value: Any) -> Hashable:
-    """A hashable stand-in for a public parameter value, equal exactly when the values are."""
+def kernel_cache_key(algorithm: str, build: Any, model: Any, prepared: dict) -> Optional[Hashable]:
+    """The part of a run's cache key that fixes its kernel, or None when it cannot be keyed.
+
+    ``prepared`` are the sampler's parameters after defaults (public values, keyed by value the
+    way :func:`model_key` keys a model's constants); the model by :func:`model_key`, the spec's
+    ``build`` by identity. None (no caching: the run compiles as before) if no key can be made.
+    """
+    try:
+        return ("kernel", algorithm, Identity(build), model_key(model), _value_key(prepared, 0))
+    except TypeError:
+        return None
+
+
+# An array larger than this is keyed by identity, not by its bytes: a model closing over (or a
+# parameter holding) a large array is rare, and hashing it on every call is not free.
+_MAX_KEYED_ARRAY_BYTES = 16 << 20
+_MAX_DEPTH = 6
+
+
+def model_key(model: Any) -> Hashable:
+    """A key of what a :class:`~dpmcmc.models.Model` traces to, equal for two models whose
+    programs are the same.
+
+    Two models built by the same constructor with the same hyperparameters hold distinct
+    function objects (closures) that compute the same thing; keyed by identity, every
+    ``banana(...)`` call would compile its chain programs again. The key is the model's type,
+    its fields (``metadata`` excepted: never used in a run) and, for each function, the code
+    object (by identity) and the values its closure cells, defaults and the module-level names
+    it reads hold (numbers by type and value, arrays by dtype, shape and bytes, nested
+    functions and models the same way, modules by identity) — what a trace bakes in. Whatever has no value key (an object
+    without value equality, an array over 16 MiB, a jitted function, nesting over six levels) is
+    keyed by identity, so a key may miss a shared program but never shares a program between
+    models that compute differently. Floats are keyed by their bits (``-0.0`` is not ``0.0``,
+    NaN equals itself).
+    """
+    return _value_key(model, 0)
+
+
+def _function_key(f: Any, depth: int) -> Hashable:
+    import functools
+    import types
+
+    if isinstance(f, types.FunctionType):
+        cells = []
+        for cell in f.__closure__ or ():
+            try:
+                cells.append(_value_key(cell.cell_contents, depth + 1))
+            except ValueError:  # an empty cell (a name assigned after the function was made)
+                cells.append(("empty-cell",))
+        kwdefaults = f.__kwdefaults__ or {}
+        # The module-level names the code reads, by value: a constant changed between two
+        # constructions must not share a program (modules by identity; builtins are not
+        # globals).
+        names = []
+        for name in f.__code__.co_names:
+            if name in f.__globals__:
+                v = f.__globals__[name]
+                names.append((name, ("module", Identity(v)) if isinstance(v, types.ModuleType)
+                              else _value_key(v, depth + 1)))
+        return ("function", Identity(f.__code__), Identity(f.__globals__), tuple(cells),
+                tuple(names), _value_key(f.__defaults__, depth + 1),
+                tuple(sorted((k, _value_key(v, depth + 1)) for k, v in kwdefaults.items())))
+    if isinstance(f, functools.partial):
+        return ("partial", _value_key(f.func, depth + 1), _value_key(f.args, depth + 1),
+                tuple(sorted((k, _value_key(v, depth + 1)) for k, v in f.keywords.items())))
+    if isinstance(f, types.MethodType):
+        return ("method", _value_key(f.__func__, depth + 1), _value_key(f.__self__, depth + 1))
+    return ("callable", Identity(f))
+
+
+def _value_key(value: Any, depth: int) -> Hashable:
+    import dataclasses
+
+    if depth > _MAX_DEPTH:
+        return ("object", Identity(value))
     if isinstance(value, float):
         return ("float", value.hex())  # tells -0.0 from 0.0, and NaN equals itself
     if value is None or isinstance(value, (bool, int, complex, str, bytes)):
         return (type(value).__name__, value)
     if isinstance(value, np.generic):
         return ("np", value.dtype.str, value.item())
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((str(k), _freeze(v)) for k, v in value.items())))
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_freeze(v) for v in value))
-    if isinstance(value, np.ndarray) or hasattr(value, "__array__"):
-        arr = np.asarray(value)
+        return (type(value).__name__, tuple(_value_key(v, depth + 1) for v in value))
+    if isinstance(value, dict):
+        try:
+            items = sorted(value.items())
+        except TypeError:
+            return ("object", Identity(value))
+        return ("dict", tuple((_value_key(k, depth + 1), _value_key(v, depth + 1))
+                              for k, v in items))
+    if isinstance(value, np.ndarray) or (hasattr(value, "__array__") and hasattr(value, "dtype")
+                                         and hasattr(value, "shape")):
+        if getattr(value, "nbytes", _MAX_KEYED_ARRAY_BYTES + 1) > _MAX_KEYED_ARRAY_BYTES:
+            return ("object", Identity(value))
+        try:
+            arr = np.asarray(value)
+        except Exception:  # a tracer, a deleted buffer: no value to key on
+            return ("object", Identity(value))
         if arr.dtype == object:
-            raise TypeError("object array")
-        return ("array", arr.dtype.str, arr.shape, arr.tobytes())
-    if callable(value):
-        return ("callable", Identity(value))
-    hash(value)  # anything else hashable (an enum, a dtype) is its own key; else TypeError
-    return (type(value).__name__, value)
-
-
-def kernel_cache_key(algorithm: str, build: Any, model: Any, prepared: dict) -> Optional[Hashable]:
-    """The part of a run's cache key that fixes its kernel, or None when it cannot be keyed.
-
-    ``prepared`` are the sampler's parameters after defaults (public values, keyed by value);
-    the model and the spec's ``build`` by identity. None (no caching: the run compiles as
-    before) if a parameter has no value-based key.
-    """
+            return ("object", Identity(value))
+        return ("array", type(value).__name__, arr.dtype.str, arr.shape, arr.tobytes())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        params = getattr(type(value), "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            return ("object", Identity(value))  # mutable: its fields may change under the key
+        fields = tuple((f.name, _value_key(getattr(value, f.name), depth + 1))
+                       for f in dataclasses.fields(value) if f.compare)
+        return ("dataclass", type(value), fields)
+    if callable(value) and not isinstance(value, type):
+        return _function_key(value, depth)
+    if isinstance(value, type) or type(value).__hash__ is object.__hash__:
+        return ("object", Identity(value))
     try:
-        return ("kernel", algorithm, Identity(build), Identity(model), _freeze(prepared))
+        hash(value)
     except TypeError:
-        return None
+        return ("object", Identity(value))
+    return ("hashable", type(value), value)
 
 
 def signature(tree: Any) -> Hashable:

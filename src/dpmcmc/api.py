@@ -411,7 +411,7 @@ class RunPlan:
     @property
     def cache_key(self):
         """The key of the run's compiled programs (``run_chains(cache_key=...)``): the algorithm,
-        the model object and the prepared parameters (``dpmcmc._compile_cache``) and the
+        the model (by ``dpmcmc._compile_cache.model_key``), the prepared parameters and the
         warm-up; never the data, which the driver keys by layout only."""
         from ._compile_cache import kernel_cache_key
 

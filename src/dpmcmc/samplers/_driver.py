@@ -42,7 +42,7 @@ position. A ready ``Kernel`` cannot carry the secret and is refused in secure mo
 
 Compiled once
 -------------
-A run given a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model object, prepared
+A run given a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model key, prepared
 parameters, warm-up) has its jitted functions kept in :data:`dpmcmc._compile_cache.PROGRAMS`,
 keyed also on the chunk length, secure mode and the shapes, dtypes, shardings and static layout
 of the state, keys and data (the chain count is in the keys' shape): a repeated call with new
