@@ -146,6 +146,7 @@ def findings(df, cfg: dict) -> str:
         "than the papers' Fourier-accountant pair; (2) our DP-SGLD uses the corrected Langevin "
         "drift (η/2; the papers' θ + η∇ targets π²) and adds its own Gaussian release instead of "
         "reusing the Langevin noise, so it moves less per unit of budget; (3) the `private` start "
-        "draws from the prior instead of near the truth (the papers' start reads the data's "
-        "truth and is not private); (4) our data sets are drawn by this library's generators.",
+        "is the library's private initialisation (prior draws for a sampler without a "
+        "per-record gradient bound) instead of near the truth (the papers' start reads the "
+        "data's truth and is not private); (4) our data sets are drawn by this library's generators.",
     ])
