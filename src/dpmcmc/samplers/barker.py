@@ -174,7 +174,7 @@ def barker_clip_bound(batch_size: int, n0: float) -> float:
 
 def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Array, n0: float,
                    *, noise: Optional[NoiseSource] = None,
-                   mechanism: Callable = gaussian_mechanism) -> BarkerRelease:
+                   mechanism: Optional[Callable] = None) -> BarkerRelease:
     """Release the noisy tempered batch estimate ``Δ̃`` of DP Barker (steps 2–4 of the module doc).
 
     Parameters
@@ -189,10 +189,12 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
-    mechanism : callable, default :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism`
-        ``mechanism(key, value, sigma, noise)``. Only the audit's tests pass another one (no
-        noise at all, to see the exact released means, or with an exact logistic test the
-        noiseless limit the privacy noise approximates).
+    mechanism : callable, optional
+        ``mechanism(key, value, sigma, noise)``; default (None): this module's
+        ``gaussian_mechanism``, looked up at call time like every other sampler's, so that a
+        test replacing the module's mechanism replaces DP Barker's too. Only the audit's tests
+        pass another one (no noise at all, to see the exact released means, or with an exact
+        logistic test the noiseless limit the privacy noise approximates).
 
     Returns
     -------
@@ -209,6 +211,8 @@ def release_barker(key: Array, model, batch: Array, theta: Array, theta_new: Arr
     s2 = jnp.clip(k * k * sq_dev, 0.0, 1.0)
     noise_variance = jnp.asarray(DP_BARKER_C, dtype) - s2
     count = jnp.sum(clipped, dtype=jnp.int32)
+    if mechanism is None:
+        mechanism = gaussian_mechanism
     value = mechanism(key, k * total, jnp.sqrt(noise_variance), noise)
     return BarkerRelease(value, noise_variance, s2, count)
 
@@ -249,7 +253,7 @@ def barker_accept(key: Array, noisy_log_ratio: Array, *, noise: Optional[NoiseSo
 
 def tapped_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
                      mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
-                     mechanism: Callable = gaussian_mechanism,
+                     mechanism: Optional[Callable] = None,
                      correction: Callable = draw_correction) -> TappedKernel:
     """The DP Barker kernel with its taps (arguments as :func:`build_dp_barker`).
 
