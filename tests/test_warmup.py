@@ -88,7 +88,7 @@ def test_adaptation_reads_released_values_only(algorithm):
 RW = dict(tau=0.5, clip=5.0, proposal_std=0.5)
 
 
-def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws():
+def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws(tmp_path):
     kw = dict(epsilon=30.0, delta=1e-6, chains=2, key=jax.random.key(3), progress=False,
               theta0=np.zeros((2, DIM)), **RW)
     plain = dpmcmc.sample(MODEL, D1, "dp-penalty", **kw)
@@ -101,6 +101,19 @@ def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws():
     assert warm.adapted["proposal_std"].shape == (2, DIM)
     auto = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup="auto", **kw)
     assert auto.samples.shape[1] == total - total // 2
+    # Saved and loaded: the file says how many paid iterations precede its draws, and load
+    # checks the draws against the report with them (it refused every warmed-up file before).
+    assert warm.warmup == 20 and plain.warmup == 0
+    loaded = dpmcmc.load(warm.save(tmp_path / "warm.nc"))
+    assert loaded.warmup == 20 and loaded.privacy.iterations == total
+    np.testing.assert_array_equal(loaded.samples, warm.samples)
+    # A file whose draws do not add up with its warm-up to the report's iterations is refused.
+    import h5py
+
+    with h5py.File(tmp_path / "warm.nc", "r+") as f:
+        f["posterior"].attrs["warmup"] = 19
+    with pytest.raises(dpmcmc.ResultFileError, match="after a warm-up of 19"):
+        dpmcmc.load(tmp_path / "warm.nc")
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -741,6 +741,7 @@ def package(p: RunPlan, out: RunOutput) -> Result:
         released=released,
         plan=p.plan,
         adapted=adapted,
+        warmup=int(p.warmup),
     )
 
 

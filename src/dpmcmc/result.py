@@ -297,6 +297,11 @@ class Result:
         After a warm-up (``dpmcmc.sample(warmup=...)``): the adapted parameters per chain
         (``proposal_std`` (chains, dim), or ``step_size`` (chains,) and ``mass`` (chains, dim)),
         post-processing of released values. Not saved to the file; ``None`` otherwise.
+    warmup : int, default 0
+        Warm-up iterations per chain that ran before the draws: paid for (the privacy report's
+        ``iterations`` counts them) and dropped from ``samples``, which hold
+        ``privacy.iterations − warmup`` draws per chain. Saved to the file, so that :func:`load`
+        can check the draws against the report.
     """
 
     samples: np.ndarray
@@ -310,8 +315,13 @@ class Result:
     param_names: Optional[tuple] = None
     plan: Any = field(default=None, repr=False, compare=False)
     adapted: Optional[dict] = field(default=None, repr=False, compare=False)
+    warmup: int = 0
 
     def __post_init__(self):
+        if (isinstance(self.warmup, (bool, np.bool_)) or not isinstance(self.warmup, (int, np.integer))
+                or self.warmup < 0):
+            raise ValueError(f"warmup must be a non-negative integer, got {self.warmup!r}")
+        object.__setattr__(self, "warmup", int(self.warmup))
         if self.param_names is not None:
             from .models.base import check_param_names
 
@@ -395,8 +405,9 @@ class Result:
         The file is :meth:`to_inference_data` written by ArviZ (HDF5-based netCDF4, engine
         h5netcdf): the posterior group holds every draw (no burn-in removed) and its attributes
         hold the privacy report as JSON (``privacy_report``), the algorithm, the sampler
-        parameters, the model name, whether secure noise was used, a format marker and a SHA-256
-        of the draws that :func:`load` checks. For a private run the ``sample_stats`` group
+        parameters, the model name, whether secure noise was used, the warm-up iterations that
+        preceded the draws (``warmup``), a format marker and a SHA-256 of the draws that
+        :func:`load` checks. For a private run the ``sample_stats`` group
         holds the released per-draw ``accepted``/``diverging`` flags (with their own SHA-256,
         ``released_sha256``). Everything in it is covered by the privacy guarantee, so it can be
         published together with the report.
@@ -430,6 +441,7 @@ class Result:
         attrs["dpmcmc_format"] = _FORMAT
         attrs["dpmcmc_format_version"] = _FORMAT_VERSION
         attrs["samples_sha256"] = _digest(np.asarray(self.samples, dtype=np.float64))
+        attrs["warmup"] = int(self.warmup)
         if self.released is not None:
             attrs["released_sha256"] = _flags_digest(self.released.accepted, self.released.diverged)
         from . import __version__
@@ -524,16 +536,21 @@ def load(path: str | os.PathLike) -> Result:
         algorithm = str(attrs["algorithm"])
         model_name = str(attrs["model"])
         secure = bool(int(attrs.get("secure_noise", 0)))
+        warmup = int(attrs.get("warmup", 0))
+        if warmup < 0:
+            raise ValueError(f"warmup {warmup} < 0")
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultFileError(f"{path!r} has a missing or corrupted attribute "
                               f"({type(exc).__name__}: {exc})") from None
     # For the algorithms whose draws are post-processing of a fixed set of releases (any number
-    # of them, free), the report counts release rounds, not draws.
+    # of them, free), the report counts release rounds, not draws. A warm-up's iterations are in
+    # the report and not in the draws.
     if (privacy is not None and privacy.algorithm not in POST_PROCESSING_DRAWS
-            and (privacy.chains != theta.shape[0] or privacy.iterations != theta.shape[1])):
+            and (privacy.chains != theta.shape[0] or privacy.iterations != theta.shape[1] + warmup)):
         raise ResultFileError(
             f"{path!r}: the privacy report covers {privacy.chains} chain(s) of {privacy.iterations} "
             f"iterations but the file holds {theta.shape[0]} of {theta.shape[1]}"
+            + (f" after a warm-up of {warmup}" if warmup else "")
         )
     released = None
     if flags is not None:
@@ -569,7 +586,7 @@ def load(path: str | os.PathLike) -> Result:
             raise ResultFileError(f"{sidecar!r} does not match {path!r}: wrong number of chains")
     return Result(samples=theta, privacy=privacy, diagnostics=diagnostics, algorithm=algorithm,
                   params=params, model_name=model_name, secure=secure, released=released,
-                  param_names=param_names)
+                  param_names=param_names, warmup=warmup)
 
 
 def _digest(arr: np.ndarray) -> str:
