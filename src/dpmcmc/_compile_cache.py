@@ -209,10 +209,10 @@ def model_key(model: Any) -> Hashable:
     its fields (``metadata`` excepted: never used in a run) and, for each function, the code
     object (by identity) and the values its closure cells, defaults and the module-level names
     it reads hold (numbers by type and value, arrays by dtype, shape and bytes, nested
-    functions and models the same way, modules by identity) — what a trace bakes in. Whatever has no value key (an object
-    without value equality, an array over 16 MiB, a jitted function, nesting over six levels) is
-    keyed by identity, so a key may miss a shared program but never shares a program between
-    models that compute differently. Floats are keyed by their bits (``-0.0`` is not ``0.0``,
+    functions and models the same way, modules by identity) — what a trace bakes in. Whatever
+    has no value key (an object without value equality, an array over 16 MiB, a jitted
+    function, nesting over six levels) is keyed by identity, so a key may miss a shared program
+    but never shares a program between models that compute differently. Floats are keyed by their bits (``-0.0`` is not ``0.0``,
     NaN equals itself).
     """
     return _value_key(model, 0)
