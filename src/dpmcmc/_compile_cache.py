@@ -212,8 +212,8 @@ def model_key(model: Any) -> Hashable:
     functions and models the same way, modules by identity) — what a trace bakes in. Whatever
     has no value key (an object without value equality, an array over 16 MiB, a jitted
     function, nesting over six levels) is keyed by identity, so a key may miss a shared program
-    but never shares a program between models that compute differently. Floats are keyed by their bits (``-0.0`` is not ``0.0``,
-    NaN equals itself).
+    but never shares a program between models that compute differently. Floats are keyed by
+    their bits (``-0.0`` is not ``0.0``, NaN equals itself).
     """
     return _value_key(model, 0)
 
