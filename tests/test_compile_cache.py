@@ -145,6 +145,9 @@ def test_model_key_tells_apart_what_a_trace_would():
     large = np.ones((1 << 21) + 1)  # over 16 MiB: by identity
     assert model_key(make(2.0, big=large)) == model_key(make(2.0, big=large))
     assert model_key(make(2.0, big=large)) != model_key(make(2.0, big=large.copy()))
+    table = list(range(5000))  # a long container: by identity too
+    assert model_key(make(2.0, big=table)) == model_key(make(2.0, big=table))
+    assert model_key(make(2.0, big=table)) != model_key(make(2.0, big=list(table)))
     lp = lambda t: -jnp.sum(t ** 2)  # noqa: E731
     first = model_key(dpmcmc.Model(_reads_a_global, lp, dim=1))
     global _GLOBAL_SCALE

@@ -196,6 +196,8 @@ def kernel_cache_key(algorithm: str, build: Any, model: Any, prepared: dict) -> 
 # An array larger than this is keyed by identity, not by its bytes: a model closing over (or a
 # parameter holding) a large array is rare, and hashing it on every call is not free.
 _MAX_KEYED_ARRAY_BYTES = 16 << 20
+# Likewise a list, tuple or dict over this many entries (a module-level table a function reads).
+_MAX_KEYED_ITEMS = 4096
 _MAX_DEPTH = 6
 
 
@@ -210,8 +212,8 @@ def model_key(model: Any) -> Hashable:
     object (by identity) and the values its closure cells, defaults and the module-level names
     it reads hold (numbers by type and value, arrays by dtype, shape and bytes, nested
     functions and models the same way, modules by identity) — what a trace bakes in. Whatever
-    has no value key (an object without value equality, an array over 16 MiB, a jitted
-    function, nesting over six levels) is keyed by identity, so a key may miss a shared program
+    has no value key (an object without value equality, an array over 16 MiB, a container of
+    over 4096 entries, a jitted function, nesting over six levels) is keyed by identity, so a key may miss a shared program
     but never shares a program between models that compute differently. Floats are keyed by
     their bits (``-0.0`` is not ``0.0``, NaN equals itself).
     """
@@ -261,6 +263,8 @@ def _value_key(value: Any, depth: int) -> Hashable:
         return (type(value).__name__, value)
     if isinstance(value, np.generic):
         return ("np", value.dtype.str, value.item())
+    if isinstance(value, (list, tuple, dict)) and len(value) > _MAX_KEYED_ITEMS:
+        return ("object", Identity(value))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(_value_key(v, depth + 1) for v in value))
     if isinstance(value, dict):
