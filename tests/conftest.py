@@ -106,15 +106,3 @@ def pytest_runtest_setup(item):
         optimise = any(item.get_closest_marker(m) is not None for m in ("xla_optimized", "slow"))
         jax.config.update("jax_disable_most_optimizations", not optimise)
 
-
-@pytest.fixture
-def isolated_programs(monkeypatch):
-    """dpmcmc's in-process program cache, empty for this test and restored after it.
-
-    For tests that patch a library function a trace bakes in (a noise draw, the mechanism, the
-    chunk-program maker): programs are keyed on what the model and the sampler's parameters
-    compute, not on the library's code, so a program cached earlier would run without the patch,
-    and one traced under the patch must not serve a later test."""
-    from api_params import fresh_program_cache
-
-    fresh_program_cache(monkeypatch)

@@ -25,7 +25,7 @@ import dpmcmc
 from dpmcmc.result import NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, ReleasedStatistics, load
 from dpmcmc.samplers import ALGORITHMS, _mechanisms
 
-from api_params import gaussian_data, gaussian_model, valid_params
+from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
 
 PRIVATE = sorted(name for name, spec in ALGORITHMS.items() if spec.private)
 WITH_ACCEPT_STEP = ("dp-penalty", "dp-hmc", "minibatch-penalty", "dp-barker")
@@ -58,13 +58,13 @@ def real_run(algorithm, which=0):
 
 
 @pytest.fixture
-def data_blind_mechanism(monkeypatch, isolated_programs):
+def data_blind_mechanism(monkeypatch):
     """Every privacy release becomes N(0, 1) noise from its own key, whatever the data.
 
     Patched wherever a sampler module holds the mechanism, so the releases of two runs with the
     same key are equal on any data. No earlier trace can be reused, and no trace made here can
     be reused later: dpmcmc's program cache is swapped for an empty one for the test
-    (``isolated_programs``), and JAX's own trace caches are keyed on the chunk program's function
+    (``fresh_program_cache``), and JAX's own trace caches are keyed on the chunk program's function
     objects, made afresh for every program dpmcmc builds. A reused real-mechanism trace would
     make the flags differ and fail the test, not pass it.
     """
@@ -78,6 +78,7 @@ def data_blind_mechanism(monkeypatch, isolated_programs):
         if (getattr(module, "__name__", "").startswith("dpmcmc.")
                 and getattr(module, "gaussian_mechanism", None) is real):
             monkeypatch.setattr(module, "gaussian_mechanism", blind)
+    fresh_program_cache(monkeypatch)
     yield
 
 
