@@ -19,7 +19,7 @@ from dpmcmc import accounting
 from dpmcmc.diagnostics import mmd_test
 from dpmcmc.models import preset
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, run_chains
+from dpmcmc.samplers import ALGORITHMS, _minibatch, run_chains
 from dpmcmc.audit._variants import uncorrected_statistic
 from dpmcmc.samplers._minibatch import (
     batch_llr_moments,
@@ -41,12 +41,17 @@ PRIOR_SD = 10.0
 
 # ---------------------------------------------------------------- batch sampling
 
-@pytest.mark.parametrize("n,b", [(9, 2), (7, 3)])
-def test_batch_indices_are_uniform_over_subsets(n, b):
-    """All C(n, b) subsets equally likely: χ² goodness of fit, false-alarm rate 1e-3.
+@pytest.mark.parametrize("n,b,refill", [(9, 2, None), (12, 3, None), (9, 2, 0), (12, 3, 0), (7, 3, None)])
+def test_batch_indices_are_uniform_over_subsets(n, b, refill, monkeypatch):
+    """All C(n, b) subsets equally likely: χ² goodness of fit, false-alarm rate 1e-3 each.
 
-    (9, 2) takes the rejection-rounds path (b ≤ n/4), (7, 3) the permutation path.
+    (9, 2) and (12, 3) take the rounds path (b ≤ n/4) with its refill of the first round's
+    collisions; ``refill=0`` leaves no refill slot, so that every draw with a collision goes on to
+    the sorted rounds (a path a real batch takes with probability below 1e-9);
+    (7, 3) takes the permutation path.
     """
+    if refill is not None:
+        monkeypatch.setattr(_minibatch, "_refill_size", lambda n, b: refill)
     draws = 60_000
     keys = jax.random.split(jax.random.key(5), draws)
     idx = np.sort(np.asarray(jax.jit(jax.vmap(lambda k: sample_batch_indices(k, n, b)))(keys)), axis=1)
@@ -54,6 +59,20 @@ def test_batch_indices_are_uniform_over_subsets(n, b):
     subsets = {s: i for i, s in enumerate(itertools.combinations(range(n), b))}
     counts = np.bincount([subsets[tuple(row)] for row in idx], minlength=len(subsets))
     assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_uniform_below_is_lemire_multiply_shift():
+    """The high word of u·n and the rejection of the 2³² mod n low words, against exact
+    integer arithmetic, for n from 1 to 2³¹ − 1 (no 64-bit JAX type involved)."""
+    for n in (1, 7, 100_000, 2 ** 31 - 1):
+        # The draws of the function under test, recomputed from its bits for the check.
+        key = jax.random.key(n)
+        bits = np.asarray(jax.random.bits(key, (20_000,), jnp.uint32)).astype(np.uint64)
+        v, ok = _minibatch._uniform_below(key, (20_000,), n)
+        prod = bits * np.uint64(n)
+        np.testing.assert_array_equal(np.asarray(v), (prod >> np.uint64(32)).astype(np.int64))
+        np.testing.assert_array_equal(np.asarray(ok), (prod & np.uint64(2 ** 32 - 1)) >= (2 ** 32 % n))
+        assert np.asarray(v).min() >= 0 and np.asarray(v).max() < n
 
 
 def test_batch_indices_large_population():

@@ -15,6 +15,7 @@ split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gath
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import jax
@@ -43,19 +44,86 @@ __all__ = [
 # a full permutation then costs O(n log n) = O(b log b) anyway.
 _PERMUTATION_RATIO = 0.25
 
+# The refill of the first round's collisions works on a small array compared pairwise; past
+# this many slots the sorted rounds are cheaper (XLA:CPU sorts at ~40 ns an element, so a
+# sort of b is the cost to beat, not the O(K²) comparisons).
+_MAX_REFILL = 512
+
+
+def _uniform_below(key: Array, shape: tuple, n: int) -> tuple[Array, Array]:
+    """Exactly uniform integers in ``[0, n)`` from one 32-bit word each, and which are valid.
+
+    Lemire's multiply-shift: ``v = ⌊u·n / 2³²⌋`` for a uniform 32-bit ``u`` is uniform once the
+    ``2³² mod n`` values of ``u`` whose low product word falls below ``2³² mod n`` are rejected
+    (probability < n/2³²). A rejected draw is returned as invalid; the caller draws it again, as
+    it does a collision. (``jax.random.randint`` spends two words a value and is not exact.)
+    The high word of the 32×32-bit product is formed from 16-bit halves, so no 64-bit type is
+    needed whatever the JAX precision setting.
+    """
+    u = jax.random.bits(key, shape, jnp.uint32)
+    m = jnp.uint32(n)
+    u0, u1 = u & 0xFFFF, u >> 16
+    m0, m1 = m & 0xFFFF, m >> 16
+    lo, mid1, mid2 = u0 * m0, u1 * m0, u0 * m1
+    carry = ((lo >> 16) + (mid1 & 0xFFFF) + (mid2 & 0xFFFF)) >> 16
+    high = u1 * m1 + (mid1 >> 16) + (mid2 >> 16) + carry
+    low = u * m  # wraps: the low word of the product
+    return high.astype(jnp.int32), low >= jnp.uint32((2 ** 32 - n) % n)
+
+
+def _refill_size(n: int, b: int) -> int:
+    """Slots of the refill array: the first round's expected collisions b²/(2n) plus six
+    standard deviations and a margin, at most b (a larger count takes the sorted rounds)."""
+    expected = b * b / (2.0 * n) + b / 2.0 ** 32 * n
+    return min(b, int(math.ceil(expected + 6.0 * math.sqrt(expected) + 16)))
+
+
+def _refill(key: Array, vals: Array, keep: Array, need: Array, n: int, size: int) -> Array:
+    """``vals`` with its ``need`` positions not kept replaced by distinct values new to the
+    kept ones, grown in ``size`` slots (the first ``need`` used) from i.i.d. uniform draws."""
+    b = vals.shape[0]
+    slot = jnp.arange(size)
+    earlier = slot[None, :] < slot[:, None]  # earlier[i, j]: j < i
+
+    def refill_round(carry):
+        key, small, filled = carry
+        key, sub = jax.random.split(key)
+        cand, valid = _uniform_below(sub, (size,), n)
+        fresh = (slot < need) & ~filled
+        pos = jnp.clip(jnp.searchsorted(vals, cand), 0, b - 1)
+        fresh &= valid & (vals[pos] != cand)  # new to the sorted first round (sentinels are n)
+        cand = jnp.where(filled, small, cand)
+        same = cand[:, None] == cand[None, :]
+        # A fresh value equal to a slot already filled, or to an earlier fresh one, is dropped.
+        taken = jnp.any(same & (filled[None, :] | (fresh[None, :] & earlier)), axis=1)
+        return key, cand, filled | (fresh & ~taken)
+
+    def refill_open(carry):
+        return jnp.any((slot < need) & ~carry[2])
+
+    init = (key, jnp.zeros((size,), vals.dtype), jnp.zeros((size,), bool))
+    _, small, _ = jax.lax.while_loop(refill_open, refill_round, init)
+    rank = jnp.clip(jnp.cumsum(~keep) - 1, 0, size - 1)
+    return jnp.where(keep, vals, small[rank])
+
 
 def sample_batch_indices(key: Array, n: int, batch_size: int,
                          noise: Optional[_mechanisms.NoiseSource] = None) -> Array:
     """Indices of a uniformly random subset of size ``batch_size`` of ``{0, …, n−1}``.
 
     Exactly uniform over the ``C(n, b)`` subsets (fixed-size sampling without replacement).
-    For ``b ≤ n/4`` the subset is grown in rounds: ``S ← S ∪ {U_1, …, U_m}`` with
-    ``m = b − |S|`` fresh i.i.d. uniform indices, until ``|S| = b`` (it never overshoots, since
-    ``m`` draws add at most ``m`` values). The law of this process is invariant under every
-    relabelling of ``{0, …, n−1}``, so the final set is uniform over subsets of size ``b``.
-    Each round is one sort of ``b`` integers (equal neighbours are the repeats); about
-    ``1 + log b / log(n/b)`` rounds are needed. For ``b > n/4`` a random permutation is cut
-    instead.
+    For ``b ≤ n/4`` the subset is grown from i.i.d. uniform draws: ``S`` starts as the distinct
+    values among ``b`` draws, and every later round adds the distinct values, new to ``S``, among
+    fresh draws for the slots still free, until ``|S| = b`` (it never overshoots). The law of
+    each round is invariant under every relabelling of ``{0, …, n−1}`` (acceptance looks only at
+    which values are equal), so the final set is uniform over subsets of size ``b``.
+
+    Cost: the first round is one sort of ``b`` integers (equal neighbours are the repeats).
+    Its collisions, about ``b²/(2n)``, are refilled in a small array of ``K`` slots: a fresh
+    value is kept if a binary search does not find it in the sorted first round and it equals
+    no other kept slot (compared pairwise). Should more than ``K`` slots be free (improbable:
+    ``K`` is six standard deviations above the expected count), the remaining slots are grown
+    by sorted rounds over all ``b`` instead. For ``b > n/4`` a random permutation is cut.
 
     Parameters
     ----------
@@ -86,22 +154,36 @@ def sample_batch_indices(key: Array, n: int, batch_size: int,
         # records were used; the ChaCha20 permutation costs a sort of n per draw.
         return _mechanisms.noise_permutation(key, n, noise)[:b].astype(jnp.int32)
 
+    k_first, k_refill, k_rounds = jax.random.split(key, 3)
+    # Round 1: b draws; a rejected draw becomes n, above every index, so it is never kept.
+    v, ok = _uniform_below(k_first, (b,), n)
+    vals = jnp.sort(jnp.where(ok, v, n))
+    keep = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]]) & (vals < n)
+    free = b - jnp.sum(keep)
+
+    # Refill of the `free` missing values in K slots (only the first `free` are needed).
+    size = _refill_size(n, b)
+    use_refill = free <= size
+    idx = vals if size == 0 else _refill(k_refill, vals, keep, jnp.where(use_refill, free, 0),
+                                        n, size)
+
+    # Sorted rounds over all b slots, run only when the refill was too small (never under vmap
+    # unless some chain needs it: the loop's condition is false from the start otherwise).
     def one_round(carry):
         key, idx, filled = carry
         key, sub = jax.random.split(key)
-        cand = jax.random.randint(sub, (b,), 0, n, dtype=jnp.int32)
+        cand, valid = _uniform_below(sub, (b,), n)
         # Slots are interchangeable: the set and the number of free slots are all that matter.
         # After sorting, the first of each run of equal values is kept and the rest are freed.
-        vals = jnp.sort(jnp.where(filled, idx, cand))
-        first = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]])
+        vals = jnp.sort(jnp.where(filled, idx, jnp.where(valid, cand, n)))
+        first = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]]) & (vals < n)
         return key, vals, first
 
-    def not_done(carry):
-        return ~jnp.all(carry[2])
+    def rounds_open(carry):
+        return ~use_refill & ~jnp.all(carry[2])
 
-    init = (key, jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool))
-    _, idx, _ = jax.lax.while_loop(not_done, one_round, init)
-    return idx
+    _, idx, _ = jax.lax.while_loop(rounds_open, one_round, (k_rounds, idx, keep | use_refill))
+    return idx.astype(jnp.int32)
 
 
 def batch_rows(data: Array, idx: Array) -> Array:
