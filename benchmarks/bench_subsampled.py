@@ -192,6 +192,62 @@ def index_sampling(n, iters):
     return run, (jax.random.key(0),)
 
 
+def _previous_indices(key, n, b):
+    """The batch draw before the refill (kept here as the baseline): ``jax.random.randint``
+    (two 32-bit words a value), every round a sort of all b slots."""
+    def one_round(carry):
+        key, idx, filled = carry
+        key, sub = jax.random.split(key)
+        cand = jax.random.randint(sub, (b,), 0, n, dtype=jnp.int32)
+        vals = jnp.sort(jnp.where(filled, idx, cand))
+        first = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]])
+        return key, vals, first
+
+    init = (key, jnp.zeros((b,), jnp.int32), jnp.zeros((b,), bool))
+    return jax.lax.while_loop(lambda c: ~jnp.all(c[2]), one_round, init)[1]
+
+
+def _index_program(draw, n, iters):
+    @jax.jit
+    def run(key):
+        def body(carry, t):
+            keys = jax.random.split(jax.random.fold_in(key, t), CHAINS)
+            ids = jax.vmap(lambda k: draw(k, n, BATCH))(keys)
+            return carry + ids[:, 0].sum().astype(jnp.int32), None
+
+        return jax.lax.scan(body, jnp.int32(0), jnp.arange(iters))
+
+    return run, (jax.random.key(0),)
+
+
+def index_variants(ns, reps, log):
+    """The batch draw against two baselines, interleaved: the previous algorithm (randint and
+    a sort of all b slots every round) and ours with the refill turned off (sorted rounds on
+    exact one-word integers). The refill size is read at trace time, so it is patched only
+    while the baseline is traced."""
+    from dpmcmc.samplers import _minibatch
+
+    rows = []
+    iters = 200
+    for n in ns:
+        fns = {"ours": _index_program(sample_batch_indices, n, iters),
+               "previous": _index_program(_previous_indices, n, iters)}
+        saved = _minibatch._refill_size
+        _minibatch._refill_size = lambda n, b: 0
+        try:
+            run, args = _index_program(sample_batch_indices, n, iters)
+            jax.block_until_ready(run(*args))  # traced under the patch; later calls reuse it
+        finally:
+            _minibatch._refill_size = saved
+        fns["sorted_rounds"] = (run, args)
+        best = interleaved(fns, reps)
+        ms = {k: 1e3 * v / iters for k, v in best.items()}
+        rows.append({"n": n, **{f"ms_{k}": v for k, v in ms.items()}})
+        log(f"  n={n:>8}: ours {ms['ours']:.3f} ms, sorted rounds only {ms['sorted_rounds']:.3f} ms, "
+            f"previous {ms['previous']:.3f} ms (×{ms['previous'] / ms['ours']:.2f})")
+    return rows
+
+
 # ---------------------------------------------------------------- sections
 
 def pass_ratios(ns, reps, log):
@@ -314,6 +370,16 @@ def write_markdown(out, path):
          f"{out['machine']['nproc']} cores, {out['machine']['cpu']}, load average at start "
          f"{', '.join(f'{v:.1f}' for v in out['machine']['loadavg_start'])} (shared); "
          f"jax {out['machine']['jax']}. Written by `benchmarks/bench_subsampled.py`.", "",
+         "## Batch indices against two baselines", "",
+         "4 chains' batch indices (`sample_batch_indices`, exact uniform b-subsets), ms per "
+         "draw of all 4, interleaved: `ours` (one sort of b, collisions refilled in a small "
+         "array, Lemire integers from one 32-bit word); `sorted rounds` (ours with the refill "
+         "off: a sort of all b every round); `previous` (the algorithm before the refill: "
+         "`jax.random.randint`, a sort of all b every round).", "",
+         "| n | ours ms | sorted rounds ms | previous ms | previous ÷ ours |", "|---|---|---|---|---|",
+         *[f"| {r['n']:.0e} | {r['ms_ours']:.3f} | {r['ms_sorted_rounds']:.3f} | "
+           f"{r['ms_previous']:.3f} | {r['ms_previous'] / r['ms_ours']:.2f} |"
+           for r in out.get("index_variants", [])], "",
          "## Pass ratio", "",
          "Time per iteration ÷ the fused per-batch data work of that iteration (hand-written "
          "elementwise code for 4 chains: gather the b rows, clipped log-likelihood ratios with "
@@ -379,6 +445,8 @@ def main(argv=None):
         print(msg, flush=True)
 
     out = {"machine": machine(), "batch_size": BATCH, "chains": CHAINS}
+    log("batch indices vs baselines")
+    out["index_variants"] = index_variants((10**4, 10**5, 10**6), reps, log)
     log("pass ratios")
     out["pass_ratio"] = pass_ratios((10**5, 10**6), reps, log)
     log("time per iteration vs n")
