@@ -78,6 +78,13 @@ def _refill_size(n: int, b: int) -> int:
     return min(b, int(math.ceil(expected + 6.0 * math.sqrt(expected) + 16)))
 
 
+def _sorted_distinct(values: Array, n: int) -> tuple[Array, Array]:
+    """``values`` sorted, and which to keep: the first of each run of equal values, below ``n``
+    (``n`` marks a draw to make again)."""
+    vals = jnp.sort(values)
+    return vals, jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]]) & (vals < n)
+
+
 def _refill(key: Array, vals: Array, keep: Array, need: Array, n: int, size: int) -> Array:
     """``vals`` with its ``need`` positions not kept replaced by distinct values new to the
     kept ones, grown in ``size`` slots (the first ``need`` used) from i.i.d. uniform draws."""
@@ -123,7 +130,10 @@ def sample_batch_indices(key: Array, n: int, batch_size: int,
     value is kept if a binary search does not find it in the sorted first round and it equals
     no other kept slot (compared pairwise). Should more than ``K`` slots be free (improbable:
     ``K`` is six standard deviations above the expected count), the remaining slots are grown
-    by sorted rounds over all ``b`` instead. For ``b > n/4`` a random permutation is cut.
+    by sorted rounds over all ``b`` instead. Which way is taken depends on the first round
+    only, and either way the free slots are completed to a uniformly random superset of the
+    first round's set (each is invariant under the relabellings that fix that set), so the
+    choice leaves the law unchanged. For ``b > n/4`` a random permutation is cut.
 
     Parameters
     ----------
@@ -157,8 +167,7 @@ def sample_batch_indices(key: Array, n: int, batch_size: int,
     k_first, k_refill, k_rounds = jax.random.split(key, 3)
     # Round 1: b draws; a rejected draw becomes n, above every index, so it is never kept.
     v, ok = _uniform_below(k_first, (b,), n)
-    vals = jnp.sort(jnp.where(ok, v, n))
-    keep = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]]) & (vals < n)
+    vals, keep = _sorted_distinct(jnp.where(ok, v, n), n)
     free = b - jnp.sum(keep)
 
     # Refill of the `free` missing values in K slots (only the first `free` are needed).
@@ -167,17 +176,15 @@ def sample_batch_indices(key: Array, n: int, batch_size: int,
     idx = vals if size == 0 else _refill(k_refill, vals, keep, jnp.where(use_refill, free, 0),
                                         n, size)
 
-    # Sorted rounds over all b slots, run only when the refill was too small (never under vmap
-    # unless some chain needs it: the loop's condition is false from the start otherwise).
+    # Sorted rounds over all b slots, run only when the refill was too small (under vmap the
+    # loop runs while some chain needs it; for the others its condition is false throughout).
     def one_round(carry):
         key, idx, filled = carry
         key, sub = jax.random.split(key)
         cand, valid = _uniform_below(sub, (b,), n)
         # Slots are interchangeable: the set and the number of free slots are all that matter.
         # After sorting, the first of each run of equal values is kept and the rest are freed.
-        vals = jnp.sort(jnp.where(filled, idx, jnp.where(valid, cand, n)))
-        first = jnp.concatenate([jnp.ones((1,), bool), vals[1:] != vals[:-1]]) & (vals < n)
-        return key, vals, first
+        return key, *_sorted_distinct(jnp.where(filled, idx, jnp.where(valid, cand, n)), n)
 
     def rounds_open(carry):
         return ~use_refill & ~jnp.all(carry[2])
