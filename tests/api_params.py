@@ -103,3 +103,34 @@ def fresh_program_cache(monkeypatch) -> None:
 
     monkeypatch.setattr(_compile_cache, "PROGRAMS",
                         _compile_cache._LRU(_compile_cache.PROGRAMS.maxsize))
+
+
+def count_secure_draws(monkeypatch) -> "collections.Counter":
+    """Patch the secure normal draw with one that counts its executions at run time, per secret
+    (the secret's first word): ``sum(counts.values())`` is the total. Call
+    ``jax.effects_barrier()`` before reading the counts."""
+    import collections
+    import threading
+
+    import jax
+
+    from dpmcmc.samplers import _mechanisms
+
+    counts = collections.Counter()
+    lock = threading.Lock()  # runs in threads count into the same Counter
+    real = _mechanisms._secure_standard_normal
+
+    def bump(word, _key_words):
+        with lock:
+            counts[int(word)] += 1
+
+    def counting(secret, key, shape, dtype, *rest):
+        z = real(secret, key, shape, dtype, *rest)
+        # The release's JAX key (one per chain) makes the callback run once per chain under vmap.
+        key_words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+        jax.debug.callback(bump, jnp.asarray(secret)[0], key_words, ordered=False)
+        return z
+
+    monkeypatch.setattr(_mechanisms, "_secure_standard_normal", counting)
+    fresh_program_cache(monkeypatch)  # a program cached before the patch would not count
+    return counts

@@ -17,7 +17,6 @@
 """
 from __future__ import annotations
 
-import collections
 import textwrap
 import threading
 
@@ -29,10 +28,10 @@ import pytest
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, _mechanisms
+from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.secure import secure_key
 
-from api_params import DIM, fresh_program_cache, gaussian_data, valid_params
+from api_params import DIM, count_secure_draws, gaussian_data, valid_params
 
 ITERATIONS = 2
 CHAINS = 1
@@ -70,28 +69,6 @@ def _model(lockstep: _Lockstep) -> Model:
         return -0.5 * jnp.sum((x - th) ** 2)
 
     return Model(loglik, lambda th: -0.5 * jnp.sum(th ** 2) / 100.0, DIM, name="lockstep-gauss")
-
-
-def _count_secure_draws(monkeypatch):
-    """Executions of the secure normal draw at run time, counted per secret (its first word)."""
-    counts = collections.Counter()
-    lock = threading.Lock()
-    real = _mechanisms._secure_standard_normal
-
-    def bump(word, _key_words):
-        with lock:
-            counts[int(word)] += 1
-
-    def counting(secret, key, shape, dtype, *rest):
-        z = real(secret, key, shape, dtype, *rest)
-        # The release's JAX key (one per chain) makes the callback run once per chain under vmap.
-        key_words = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-        jax.debug.callback(bump, jnp.asarray(secret)[0], key_words, ordered=False)
-        return z
-
-    monkeypatch.setattr(_mechanisms, "_secure_standard_normal", counting)
-    fresh_program_cache(monkeypatch)  # a program cached before the patch would not count
-    return counts
 
 
 def _params(algorithm):
@@ -145,7 +122,7 @@ def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeyp
     lockstep = _Lockstep()
     s1, s2 = secure_key(101), secure_key(202)
     alone = [_run(lockstep, algorithm, 1, s1), _run(lockstep, algorithm, 2, s2)]
-    counts = _count_secure_draws(monkeypatch)
+    counts = count_secure_draws(monkeypatch)
     together = _concurrently(lockstep, [lambda: _run(lockstep, algorithm, 1, s1),
                                         lambda: _run(lockstep, algorithm, 2, s2)])
     jax.effects_barrier()
@@ -163,7 +140,7 @@ def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
     secure_alone = _run(lockstep, "dp-penalty", 3, secret)
     public_alone = _run(lockstep, "dp-penalty", 4, False)
     public_same_key = _run(lockstep, "dp-penalty", 3, False)
-    counts = _count_secure_draws(monkeypatch)
+    counts = count_secure_draws(monkeypatch)
     secure_both, public_both = _concurrently(
         lockstep, [lambda: _run(lockstep, "dp-penalty", 3, secret),
                    lambda: _run(lockstep, "dp-penalty", 4, False)])
