@@ -75,9 +75,13 @@ def test_uniform_below_is_lemire_multiply_shift():
         assert np.asarray(v).min() >= 0 and np.asarray(v).max() < n
 
 
-def test_batch_indices_large_population():
-    """Distinct, in range, and every record equally likely to be included (first moments)."""
-    n, b, draws = 100_000, 500, 400
+@pytest.mark.parametrize("n,b,draws,refill", [(100_000, 500, 400, True), (16_000, 4_000, 60, False)])
+def test_batch_indices_large_population(n, b, draws, refill):
+    """Distinct, in range, and every record equally likely to be included (first moments).
+
+    (16 000, 4 000) expects ≈ 500 first-round collisions, more than the refill takes: sorted
+    rounds throughout."""
+    assert (_minibatch._refill_size(n, b) > 0) == refill
     keys = jax.random.split(jax.random.key(6), draws)
     idx = np.asarray(jax.jit(jax.vmap(lambda k: sample_batch_indices(k, n, b)))(keys))
     assert idx.dtype == np.int32

@@ -73,9 +73,11 @@ def _uniform_below(key: Array, shape: tuple, n: int) -> tuple[Array, Array]:
 
 def _refill_size(n: int, b: int) -> int:
     """Slots of the refill array: the first round's expected collisions b²/(2n) plus six
-    standard deviations and a margin, at most b (a larger count takes the sorted rounds)."""
+    standard deviations and a margin, at most b (a larger count takes the sorted rounds); 0 (no
+    refill: sorted rounds throughout) when that exceeds ``_MAX_REFILL``."""
     expected = b * b / (2.0 * n) + b / 2.0 ** 32 * n
-    return min(b, int(math.ceil(expected + 6.0 * math.sqrt(expected) + 16)))
+    size = min(b, int(math.ceil(expected + 6.0 * math.sqrt(expected) + 16)))
+    return size if size <= _MAX_REFILL else 0
 
 
 def _sorted_distinct(values: Array, n: int) -> tuple[Array, Array]:
@@ -130,7 +132,8 @@ def sample_batch_indices(key: Array, n: int, batch_size: int,
     value is kept if a binary search does not find it in the sorted first round and it equals
     no other kept slot (compared pairwise). Should more than ``K`` slots be free (improbable:
     ``K`` is six standard deviations above the expected count), the remaining slots are grown
-    by sorted rounds over all ``b`` instead. Which way is taken depends on the first round
+    by sorted rounds over all ``b`` instead; where ``K`` would exceed 512 (many collisions,
+    ``b`` near ``n/4``), the sorted rounds are used throughout. Which way is taken depends on the first round
     only, and either way the free slots are completed to a uniformly random superset of the
     first round's set (each is invariant under the relabellings that fix that set), so the
     choice leaves the law unchanged. For ``b > n/4`` a random permutation is cut.
