@@ -179,17 +179,7 @@ def fused_batch_work(p, data_np, kind, iters):
 
 def index_sampling(n, iters):
     """``iters`` draws of 4 chains' batch indices (``sample_batch_indices``), jitted."""
-
-    @jax.jit
-    def run(key):
-        def body(carry, t):
-            keys = jax.random.split(jax.random.fold_in(key, t), CHAINS)
-            ids = jax.vmap(lambda k: sample_batch_indices(k, n, BATCH))(keys)
-            return carry + ids[:, 0].sum().astype(jnp.int32), None
-
-        return jax.lax.scan(body, jnp.int32(0), jnp.arange(iters))
-
-    return run, (jax.random.key(0),)
+    return _index_program(sample_batch_indices, n, iters)
 
 
 def _previous_indices(key, n, b):
@@ -208,6 +198,7 @@ def _previous_indices(key, n, b):
 
 
 def _index_program(draw, n, iters):
+    """``iters`` draws of 4 chains' batch indices by ``draw(key, n, b)``, jitted."""
     @jax.jit
     def run(key):
         def body(carry, t):
