@@ -213,9 +213,9 @@ def model_key(model: Any) -> Hashable:
     it reads hold (numbers by type and value, arrays by dtype, shape and bytes, nested
     functions and models the same way, modules by identity) — what a trace bakes in. Whatever
     has no value key (an object without value equality, an array over 16 MiB, a container of
-    over 4096 entries, a jitted function, nesting over six levels) is keyed by identity, so a key may miss a shared program
-    but never shares a program between models that compute differently. Floats are keyed by
-    their bits (``-0.0`` is not ``0.0``, NaN equals itself).
+    over 4096 entries, a jitted function, nesting over six levels) is keyed by identity, so a
+    key may miss a shared program but never shares a program between models that compute
+    differently. Floats are keyed by their bits (``-0.0`` is not ``0.0``, NaN equals itself).
     """
     return _value_key(model, 0)
 
