@@ -13,7 +13,9 @@ import json
 import os
 import time
 
-from dpmcmc.accounting import pld
+import numpy as np
+
+from dpmcmc.accounting import max_iterations, pld
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "..", "tests", "data", "accounting_reference.json")
@@ -37,6 +39,37 @@ def _converged(sigma, q, k, epsilon, relation):
     return max(values)
 
 
+def dot_products(rounds: int = 5) -> None:
+    """``max_iterations`` of DP-SGLD (n = 10^5, b = 1000, sigma = 1.17851, eps = 6: the held
+    reference point that tilts step PLDs of 96 171 entries) with the accountant's dot products
+    as shipped (``pld._dot``: product and pairwise sum) and through BLAS (``np.dot``),
+    interleaved in this process, cold caches: median wall and CPU time over ``rounds``.
+    OpenBLAS threads a long dot product and its threads busy-wait, which costs most when the
+    cores are busy (other processes, XLA's threads): the difference depends on the load."""
+    def run():
+        pld._cached_composed.cache_clear()
+        pld._cached_step.cache_clear()
+        wall, cpu = time.perf_counter(), time.process_time()
+        value = max_iterations("dp-sgld", 6.0, 1e-6, 100_000, chains=1, accountant="pld",
+                               noise_multiplier=1.17851, batch_size=1000)
+        return value, time.perf_counter() - wall, time.process_time() - cpu
+
+    shipped = pld._dot
+    times = {"pld._dot": ([], []), "np.dot (BLAS)": ([], [])}
+    try:
+        for _ in range(rounds):
+            for name, dot in (("pld._dot", shipped), ("np.dot (BLAS)", lambda a, b: float(np.dot(a, b)))):
+                pld._dot = dot
+                value, wall, cpu = run()
+                times[name][0].append(wall)
+                times[name][1].append(cpu)
+    finally:
+        pld._dot = shipped
+    print(f"\nmax_iterations(dp-sgld, eps=6) = {value}, median of {rounds} interleaved cold calls:")
+    for name, (wall, cpu) in times.items():
+        print(f"  {name:>14}: wall {np.median(wall):6.3f} s  cpu {np.median(cpu):6.3f} s")
+
+
 def main() -> None:
     with open(REFERENCE) as f:
         entries = [e for e in json.load(f) if e["call"] == "subsampled_gaussian_delta"]
@@ -55,6 +88,7 @@ def main() -> None:
         for _ in range(5):
             _, wall, cpu = _cold_call(1.0, 0.01, 10_000, 1.0, relation)
             print(f"  wall {wall:.3f} s  cpu {cpu:.3f} s")
+    dot_products()
 
 
 if __name__ == "__main__":
