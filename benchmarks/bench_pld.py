@@ -55,10 +55,11 @@ def dot_products(rounds: int = 5) -> None:
         return value, time.perf_counter() - wall, time.process_time() - cpu
 
     shipped = pld._dot
-    times = {"pld._dot": ([], []), "np.dot (BLAS)": ([], [])}
+    variants = {"pld._dot": shipped, "np.dot (BLAS)": lambda a, b: float(np.dot(a, b))}
+    times = {name: ([], []) for name in variants}
     try:
         for _ in range(rounds):
-            for name, dot in (("pld._dot", shipped), ("np.dot (BLAS)", lambda a, b: float(np.dot(a, b)))):
+            for name, dot in variants.items():
                 pld._dot = dot
                 value, wall, cpu = run()
                 times[name][0].append(wall)
