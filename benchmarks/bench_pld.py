@@ -21,9 +21,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "..", "tests", "data", "accounting_reference.json")
 
 
-def _cold_call(sigma, q, k, epsilon, relation):
+def _clear_caches():
     pld._cached_composed.cache_clear()
     pld._cached_step.cache_clear()
+
+
+def _cold_call(sigma, q, k, epsilon, relation):
+    _clear_caches()
     wall, cpu = time.perf_counter(), time.process_time()
     value = pld.subsampled_gaussian_delta(sigma, q, k, epsilon, relation)
     return value, time.perf_counter() - wall, time.process_time() - cpu
@@ -47,8 +51,7 @@ def dot_products(rounds: int = 5) -> None:
     OpenBLAS threads a long dot product and its threads busy-wait, which costs most when the
     cores are busy (other processes, XLA's threads): the difference depends on the load."""
     def run():
-        pld._cached_composed.cache_clear()
-        pld._cached_step.cache_clear()
+        _clear_caches()
         wall, cpu = time.perf_counter(), time.process_time()
         value = max_iterations("dp-sgld", 6.0, 1e-6, 100_000, chains=1, accountant="pld",
                                noise_multiplier=1.17851, batch_size=1000)
