@@ -242,6 +242,11 @@ def pass_ratios(quick, log):
     return rows
 
 
+def _per_round(values, unit: str = "") -> str:
+    """One value per round, comma-separated (``unit`` after each)."""
+    return ", ".join(f"{x:.1f}{unit}" for x in values)
+
+
 def reference_compare(quick, log):
     """Speed-up over the reference-style Python loops (DP-HMC, DP penalty), measured in this process.
 
@@ -289,11 +294,11 @@ def reference_compare(quick, log):
                            speedup_papers_record_median=float(np.median(papers_ratios)))
                 extra = (f"; with the papers' per-record function {np.median(refs_papers):9.2f} "
                          f"ms/iter, speed-up {np.median(papers_ratios):5.1f}× (rounds "
-                         f"{', '.join(f'{x:.1f}' for x in papers_ratios)})")
+                         f"{_per_round(papers_ratios)})")
             rows.append(row)
             log(f"  {algorithm} {name}: reference-style loop {np.median(refs):9.2f} ms/iter, preset "
                 f"{np.median(ours):7.2f} ms/iter, autodiff {np.median(auto):7.2f}, speed-up "
-                f"{np.median(ratios):5.1f}× (rounds {', '.join(f'{x:.1f}' for x in ratios)}){extra}")
+                f"{np.median(ratios):5.1f}× (rounds {_per_round(ratios)}){extra}")
     return rows
 
 
@@ -536,10 +541,10 @@ def write_tables(res, path):
             papers = r.get("reference_papers_record_ms_cpu")
             lines.append(f"| {r.get('algorithm', 'dp-hmc')} | {r['preset']} | "
                          f"{np.median(r['reference_ms_cpu']):.2f} | {np.median(r['ours_ms_cpu']):.2f} | "
-                         f"{', '.join(f'{x:.1f}×' for x in r['speedups'])} | {r['speedup_median']:.1f}× | "
+                         f"{_per_round(r['speedups'], '×')} | {r['speedup_median']:.1f}× | "
                          + (f"{np.median(auto):.2f} | {r['speedup_autodiff_median']:.1f}× |" if auto else "– | – |")
                          + (f" {np.median(papers):.2f} | "
-                            f"{', '.join(f'{x:.1f}×' for x in r['speedups_papers_record'])} | "
+                            f"{_per_round(r['speedups_papers_record'], '×')} | "
                             f"{r['speedup_papers_record_median']:.1f}× |" if papers
                             else " same function | | |"))
     if res.get("ideas"):
