@@ -39,6 +39,7 @@ import numpy as np
 from scipy import optimize, special
 
 from ._checks import check_nonnegative, check_positive, check_probability
+from ._logspace import grouped_logsumexp, logsumexp
 from .gaussian import _log_delta
 
 __all__ = ["composed_delta", "composed_epsilon", "max_pure_scale"]
@@ -79,11 +80,9 @@ def _atoms(pure: tuple) -> tuple[np.ndarray, np.ndarray]:
         logp = np.concatenate([logp + lp_plus, logp + lp_minus])
         key = np.round(loss, _MERGE_DECIMALS)
         uniq, inv = np.unique(key, return_inverse=True)
-        merged = np.full(uniq.shape, -np.inf)
-        for j in range(uniq.shape[0]):
-            merged[j] = special.logsumexp(logp[inv == j])
-        loss, logp = uniq, merged
+        loss, logp = uniq, grouped_logsumexp(logp, inv, uniq.shape[0])
     return loss, logp
+
 
 
 def _log_profile(mu: float, t: float) -> float:
@@ -100,7 +99,7 @@ def _log_profile(mu: float, t: float) -> float:
 def _log_composed_delta(mu: float, pure: tuple, epsilon: float) -> float:
     loss, logp = _atoms(pure)
     terms = [lp + _log_profile(mu, epsilon - l) for l, lp in zip(loss, logp)]
-    return float(special.logsumexp(terms))
+    return logsumexp(terms)
 
 
 def composed_delta(epsilon: float, *, mu: float = 0.0, pure: Sequence[float] = ()) -> float:

@@ -38,9 +38,10 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from ._checks import check_int, check_positive, check_probability
+from ._logspace import logsumexp
 
 __all__ = [
     "MAX_ORDER",
@@ -254,7 +255,7 @@ def subsampled_rdp(
         if a >= 3:
             jj = jf[1 : a - 1]  # j = 3..α
             terms.extend((log_tail[1 : a - 1] + _log_binom(np.full_like(jj, af), jj)).tolist())
-        amplified = float(logsumexp(terms)) / (af - 1.0)
+        amplified = logsumexp(terms) / (af - 1.0)
         out[i] = min(amplified, base_at[a])
     return out
 
