@@ -133,7 +133,13 @@ def test_sgd_statistic_is_the_mixture_log_likelihood_ratio():
 CALIBRATED_SEEDS = {"dp-sgld": 111, "dp-sgnht": 112, "minibatch-penalty": 113}
 
 
-@pytest.mark.parametrize("algorithm", SUBSAMPLED)
+# dp-sgnht's calibrated audit is slow-only: it releases through dp-sgld's own function
+# (dp_sgld.release_batch_grad) under the same audit design and statistic (AUDITS), so the
+# dp-sgld case guards the release; what is dp-sgnht's own (its kernel attains the design's
+# dominating pair, its tap leaves the chain unchanged, and an undercounted sensitivity is
+# flagged) stays in the default suite below.
+@pytest.mark.parametrize("algorithm", [
+    "dp-sgld", "minibatch-penalty", pytest.param("dp-sgnht", marks=pytest.mark.slow)])
 def test_calibrated_subsampled_sampler_passes(algorithm):
     res = audit(algorithm, EPSILON, DELTA, trials=FAST_TRIALS,
                 key=jax.random.key(CALIBRATED_SEEDS[algorithm]))

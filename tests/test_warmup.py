@@ -67,7 +67,11 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
             np.asarray(infos.clip_fraction))
 
 
-@pytest.mark.parametrize("algorithm", sorted(BUILDERS))
+# dp-sgnht is slow-only here: it adapts through the same ADAPTATIONS entry as dp-sgld (the
+# preconditioner from the released draws, no accept step), so the dp-sgld case guards that
+# path in the default suite.
+@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow) if a == "dp-sgnht" else a
+                                       for a in sorted(BUILDERS)])
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
     s1, g1, x1, c1 = _adapted_run(algorithm, D1, blind)
@@ -130,20 +134,22 @@ def test_bad_warmup_is_named_before_any_noise(kwargs, match):
                       **{"iterations": 50, **kwargs}, **RW)
 
 
-def test_samplers_without_an_accept_step_refuse_a_short_warmup():
+# dp-sgnht is slow-only (the same ADAPTATIONS entry and warm-up rule as dp-sgld, which guards
+# them in the default suite).
+@pytest.mark.parametrize("alg", ["dp-sgld", pytest.param("dp-sgnht", marks=pytest.mark.slow)])
+def test_samplers_without_an_accept_step_refuse_a_short_warmup(alg):
     """DP-SGLD/SGNHT adapt only a preconditioner from the warm-up draws: a warm-up too short for
     it is refused (named), "auto" with too few iterations adapts nothing, and a long one reports
     the adapted preconditioner (largest entry 1: no coordinate's steps grow)."""
     sg = dict(delta=1e-6, progress=False, step_size=1e-3, batch_size=50, noise_multiplier=1.0,
               grad_clip=5.0, key=jax.random.key(0), chains=2)
-    for alg in ("dp-sgld", "dp-sgnht"):
-        with pytest.raises(ValueError, match="needs warmup >= 40"):
-            dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup=5, **sg)
-        assert dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup="auto", **sg).plan.warmup == 0
-        res = dpmcmc.sample(MODEL, D1, alg, iterations=100, warmup=60, **sg)
-        pre = res.adapted["precondition"]
-        assert pre.shape == (2, DIM) and np.all(pre > 0) and np.allclose(pre.max(axis=1), 1.0, atol=0.2)
-        assert res.samples.shape == (2, 40, DIM)
+    with pytest.raises(ValueError, match="needs warmup >= 40"):
+        dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup=5, **sg)
+    assert dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup="auto", **sg).plan.warmup == 0
+    res = dpmcmc.sample(MODEL, D1, alg, iterations=100, warmup=60, **sg)
+    pre = res.adapted["precondition"]
+    assert pre.shape == (2, DIM) and np.all(pre > 0) and np.allclose(pre.max(axis=1), 1.0, atol=0.2)
+    assert res.samples.shape == (2, 40, DIM)
 
 
 def test_a_badly_scaled_random_walk_is_brought_near_its_target_acceptance():
