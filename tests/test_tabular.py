@@ -369,8 +369,8 @@ def test_sampler_defaults_meet_their_public_rules(n, d):
                                             batch_size=p["batch_size"])
     assert less < tabular.TARGET_LANGEVIN_ITERATIONS  # the smallest such multiplier, to 2 %
     # The noise line is a function of the parameters only, not of the run length or the
-    # accountant: planned for the iterations found above under RDP (a PLD search for the run
-    # length cost 4 s at n = 500 and checked nothing this test is about).
+    # accountant: planned for the iterations found above, under RDP (with epsilon the plan
+    # would search the run length under PLD: 4 s at n = 500 for a value the line ignores).
     (line,) = dpmcmc.plan(D, n, "dp-sgld", iterations=its, delta=1e-6, chains=4, accountant="rdp",
                           **p).noise
     assert line.ratio <= tabular.TARGET_SGLD_RATIO * (1 + 1e-9)

@@ -3,12 +3,12 @@
 SciPy's ``logsumexp`` goes through its array-API layer, about 0.1 ms per call whatever the
 length; the accountants call it in loops (one call per RDP order in ``subsampled_rdp``, one per
 merged atom and per composition in ``pure``), where that overhead was most of their time
-(``max_pure_scale``: 0.2 s per call; the accounting tests spent 2.7 s in it). These functions
-compute what SciPy ≥ 1.15 computes, operation for operation, so their results are the same to
-the last bit (``tests/test_accounting_pure.py`` and ``tests/test_accounting_rdp.py`` compare
-them with SciPy): ``log1p(s) + log(m) + max``, where ``m`` counts the entries equal to the
-maximum and ``s`` is the sum of the other entries' ``exp(a − max)`` (NumPy's summation, in
-array order) divided by ``m``.
+(``pure.max_pure_scale``, the noise-aware GLM's release plan: 4.8x faster with these, the same
+result). These functions compute what SciPy >= 1.15 computes, operation for operation, so their
+results are the same to the last bit (``tests/test_accounting_rdp.py`` compares them with
+SciPy): ``log1p(s) + log(m) + max``, where ``m`` counts the entries equal to the maximum and
+``s`` is the sum of the other entries' ``exp(a - max)`` (NumPy's summation, in array order)
+divided by ``m``.
 """
 from __future__ import annotations
 

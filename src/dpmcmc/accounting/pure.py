@@ -84,7 +84,6 @@ def _atoms(pure: tuple) -> tuple[np.ndarray, np.ndarray]:
     return loss, logp
 
 
-
 def _log_profile(mu: float, t: float) -> float:
     """log δ_G(t) of the Gaussian PLD N(μ, 2μ) (μ = 0: the identity mechanism), any real t."""
     if mu == 0.0:
