@@ -139,3 +139,19 @@ def test_reproducible_data():
     np.testing.assert_array_equal(np.asarray(a.data), np.asarray(b.data))
     assert not np.allclose(np.asarray(a.data), np.asarray(c.data))
     assert a.data.dtype == jnp.float64
+
+
+def test_preset_settings_are_the_presets_settings_without_their_data():
+    from dpmcmc.models import PRESETS, preset, preset_settings
+
+    thesis = [name for name in PRESETS if name.startswith("thesis-")]
+    assert len(thesis) == 8
+    for name in thesis:
+        # n = 2000: above every tempered preset's n0 = 1000, small enough to build quickly.
+        assert preset_settings(name, 2000) == preset(name, n=2000).settings, name
+    assert preset_settings("thesis-circle")["n"] == 100000  # the table's n by default
+    assert preset_settings("banana-2d", 500) == preset("banana-2d", n=500).settings
+    with pytest.raises(ValueError, match="n0"):
+        preset_settings("thesis-tempered-banana-2d", 999)
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset_settings("no-such-preset")

@@ -37,9 +37,9 @@ _CODE = {"thesis-flat-banana-2d": "easy-2d", "thesis-flat-banana-10d": "easy-10d
 
 
 def _algorithms(model: str) -> dict:
-    from ._common import load_preset
+    from ..models import preset_settings
 
-    s = load_preset(model, None).settings["algorithms"]
+    s = preset_settings(model)["algorithms"]
     code = _CODE[model]
     dppa, mdpps, barker = _EXTRA[code]
     algs = {

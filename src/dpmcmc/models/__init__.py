@@ -14,8 +14,8 @@ Each built-in model declares ``record_shape`` (the shape of one person's row); t
 model against a data shape is checked by :func:`check_model` (``dpmcmc.sample`` calls it first).
 
 Data: :func:`generate_data` ``(model, key, n, theta=None)`` draws synthetic data for a built-in
-model. Presets: :func:`preset` and :data:`PRESETS` (see :mod:`dpmcmc.models.presets` for the
-list with the source table rows).
+model. Presets: :func:`preset`, :func:`preset_settings` and :data:`PRESETS` (see
+:mod:`dpmcmc.models.presets` for the list with the source table rows).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from .circle import circle
 from .gaussian import correlated_covariance, gaussian, gaussian_posterior_params, random_covariance
 from .logistic import logistic_regression
 from .mixture import gaussian_mixture
-from .presets import DATA_SEEDS, PRESETS, Preset, preset
+from .presets import DATA_SEEDS, PRESETS, Preset, preset, preset_settings
 
 __all__ = [
     "Model",
@@ -45,6 +45,7 @@ __all__ = [
     "logistic_regression",
     "generate_data",
     "preset",
+    "preset_settings",
     "Preset",
     "PRESETS",
     "DATA_SEEDS",
