@@ -34,7 +34,8 @@ chains, burn-in, reference sample size, clip bounds, clip-fraction target...). W
 text does not state an algorithm's tuned parameters, ``settings["algorithms"]`` gives the values
 from the authors' public experiment code, each dict with a ``"source"`` naming the file. Those
 use the noise convention of ARCHITECTURE.md (sigma_l = 2 tau sqrt(n) b ||theta - theta'||,
-sigma_g = 2 tau_g sqrt(n) b_g), which is the convention of that code.
+sigma_g = 2 tau_g sqrt(n) b_g), which is the convention of that code. :func:`preset_settings`
+returns the settings alone, without generating the data where they do not depend on them.
 
 Vectorised functions. The banana presets with curvature (``a != 0``: ``banana-2d`` and the
 thesis bananas) give the samplers only the per-record ``log_likelihood``: the factory's
@@ -65,7 +66,7 @@ from .circle import circle
 from .gaussian import correlated_covariance, gaussian, random_covariance
 from .mixture import gaussian_mixture
 
-__all__ = ["Preset", "preset", "PRESETS", "DATA_SEEDS", "GAUSSIAN_10D_COV_SEED"]
+__all__ = ["Preset", "preset", "preset_settings", "PRESETS", "DATA_SEEDS", "GAUSSIAN_10D_COV_SEED"]
 
 #: Fixed data-generation seeds used when ``preset(..., key=None)``.
 DATA_SEEDS = {
