@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpmcmc.models import PRESETS, Preset, preset
+from dpmcmc.models import PRESETS, Preset, preset, preset_settings
 
 # 001 (seeds/001_80a6669f238e964e.txt) Table 5.1, lines 1042-1050:
 # Name | d | n | n_0 | a | sigma_0^2
@@ -142,8 +142,6 @@ def test_reproducible_data():
 
 
 def test_preset_settings_are_the_presets_settings_without_their_data():
-    from dpmcmc.models import PRESETS, preset, preset_settings
-
     thesis = [name for name in PRESETS if name.startswith("thesis-")]
     assert len(thesis) == 8
     for name in thesis:
