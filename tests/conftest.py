@@ -69,12 +69,20 @@ def reference_entries():
 
 
 def _child_scripts(session, attribute: str) -> dict:
-    """``module name -> script``: the ``attribute`` of every selected test module that has one."""
+    """``module name -> script``: the ``attribute`` of every selected test module that has one.
+
+    A module may also have ``attribute + "_SLOW"``: the cases of its child script that only its
+    ``slow`` tests read (``make test-all``). It runs, in the same child, under the name
+    ``module name + ":slow"`` when a slow test of that module is selected."""
     scripts = {}
     for item in session.items:
         mod = getattr(item, "module", None)
-        if mod is not None and hasattr(mod, attribute):
+        if mod is None:
+            continue
+        if hasattr(mod, attribute):
             scripts[mod.__name__] = getattr(mod, attribute)
+        if hasattr(mod, attribute + "_SLOW") and item.get_closest_marker("slow") is not None:
+            scripts[mod.__name__ + ":slow"] = getattr(mod, attribute + "_SLOW")
     return scripts
 
 

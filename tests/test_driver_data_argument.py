@@ -155,9 +155,10 @@ def test_builder_path_secure_mode_and_chunks_equal_closure_path(banana):
     secret = secure_key(3).words
     a, ia = run_chains(build, theta0, key, 17, data=laid_out, progress=False, chunk_size=5,
                        secure_secret=secret)
-    # Built for the state init, the Info shape and the one compiled chunk program: never per
-    # chunk (4 chunks here), and its step never runs on concrete data.
-    assert len(calls) == 3
+    # Built for the state init and for the one trace of the step, which gives both the Info
+    # shape and the compiled chunk program: never per chunk (4 chunks here), and its step never
+    # runs on concrete data.
+    assert len(calls) == 2
     assert data_traced and all(data_traced)
     # The steps carry the run's secret (the initial states draw no noise).
     assert calls[0] is None and all(c is not None and c.secure for c in calls[1:])

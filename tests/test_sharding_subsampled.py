@@ -21,8 +21,12 @@ SUBSAMPLED = tuple(name for name, spec in _ALGORITHMS.items() if spec.data_acces
 
 from host_devices import check
 
-# Run by the session's shared 4-device child (conftest.host_device_results).
-HOST_DEVICE_CHILD = textwrap.dedent(r"""
+# Same key, same draws, with and without the mesh, for the algorithms in ``cases``: run by the
+# default child below for dp-sgld (gradient batches) and minibatch-penalty (log-ratio batches,
+# plain and secure), and by the slow child for dp-barker and dp-sgnht, which gather their
+# batches through the same batch_rows as those two (dp-sgnht releases through dp-sgld's
+# release_batch_grad, dp-barker reads minibatch-penalty's log-ratio batch statistics).
+_SETUP = r"""
     import json, os, re, time
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -38,7 +42,36 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     mesh = data_mesh()
     N = 10003                          # 4 x 2501 - 1: the last device holds one padding row
     p = preset("banana-2d", n=N)
+    runs = {
+        "dp-barker": dict(batch_size=200, proposal_std=0.02),
+        "minibatch-penalty": dict(tau=0.5, batch_size=200, clip=0.5, proposal_std=0.02),
+        "dp-sgld": dict(step_size=1e-5, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
+        "dp-sgnht": dict(step_size=3e-4, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
+    }
 
+    def same_draws(cases):
+        out["identical"], out["moved"], out["seconds"], plain = {}, {}, {}, {}
+        t0 = time.time()
+        for alg, secure in cases:
+            kw = dict(chains=2, iterations=12, key=jax.random.key(3),
+                      theta0=np.asarray(p.theta_true), delta=1e-5, progress=False, **runs[alg])
+            if secure:
+                kw["secure"] = secure_key(5)
+            name = alg + ("/secure" if secure else "")
+            a = dpmcmc.sample(p.model, p.data, alg, **kw).samples
+            b = dpmcmc.sample(p.model, p.data, alg, mesh=mesh, **kw).samples
+            out["identical"][name] = bool(np.array_equal(a, b))
+            out["moved"][name] = float(np.max(np.abs(a[:, -1] - a[:, 0])))
+            if secure:  # secure mode was on: its batches and noise differ from the plain run's
+                out["secure_differs"] = not np.array_equal(a, plain[alg])
+            else:
+                plain[alg] = a
+            out["seconds"][name] = time.time() - t0
+            t0 = time.time()
+"""
+
+# Run by the session's shared 4-device child (conftest.host_device_results).
+HOST_DEVICE_CHILD = textwrap.dedent(_SETUP + r"""
     # 1. The gather alone, on values a float sum could alter: -0.0, NaN payloads, subnormals.
     rng = np.random.default_rng(0)
     x = rng.normal(size=(N, 3))
@@ -54,32 +87,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     out["gather_bits_equal"] = bool(np.array_equal(got.view(np.uint64), want.view(np.uint64)))
 
     # 2. Same key, same draws, through dpmcmc.sample.
-    runs = {
-        "dp-barker": dict(batch_size=200, proposal_std=0.02),
-        "minibatch-penalty": dict(tau=0.5, batch_size=200, clip=0.5, proposal_std=0.02),
-        "dp-sgld": dict(step_size=1e-5, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
-        "dp-sgnht": dict(step_size=3e-4, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
-    }
-    cases = [(alg, prm, False) for alg, prm in runs.items()]
-    cases.append(("minibatch-penalty", runs["minibatch-penalty"], True))
-    out["identical"], out["moved"], out["seconds"], plain = {}, {}, {}, {}
-    t0 = time.time()
-    for alg, prm, secure in cases:
-        kw = dict(chains=2, iterations=12, key=jax.random.key(3), theta0=np.asarray(p.theta_true),
-                  delta=1e-5, progress=False, **prm)
-        if secure:
-            kw["secure"] = secure_key(5)
-        name = alg + ("/secure" if secure else "")
-        a = dpmcmc.sample(p.model, p.data, alg, **kw).samples
-        b = dpmcmc.sample(p.model, p.data, alg, mesh=mesh, **kw).samples
-        out["identical"][name] = bool(np.array_equal(a, b))
-        out["moved"][name] = float(np.max(np.abs(a[:, -1] - a[:, 0])))
-        if secure:  # secure mode was on: its batches and noise differ from the plain run's
-            out["secure_differs"] = not np.array_equal(a, plain[alg])
-        else:
-            plain[alg] = a
-        out["seconds"][name] = time.time() - t0
-        t0 = time.time()
+    same_draws([("dp-sgld", False), ("minibatch-penalty", False), ("minibatch-penalty", True)])
 
     # 3. The compiled program: no all-gather, and no buffer holding all N rows.
     def big_shapes(txt):
@@ -114,6 +122,12 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     print("RESULT" + json.dumps(out))
 """)
 
+# The slow tests' cases, run in the same child when they are selected (conftest._child_scripts).
+HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_SETUP + r"""
+    same_draws([("dp-barker", False), ("dp-sgnht", False)])
+    print("RESULT" + json.dumps(out))
+""")
+
 
 @pytest.fixture(scope="module")
 def child(host_device_results):
@@ -126,12 +140,26 @@ def test_gather_is_bit_exact_on_four_host_devices(child):
     assert child["gather_bits_equal"]
 
 
-def test_sharded_draws_equal_unsharded_draws(child):
-    assert set(child["identical"]) == set(SUBSAMPLED) | {"minibatch-penalty/secure"}
-    assert child["secure_differs"]
-    for name, same in child["identical"].items():
-        assert child["moved"][name] > 1e-4, name  # the chains moved: the comparison has power
+def _same_draws(out):
+    for name, same in out["identical"].items():
+        assert out["moved"][name] > 1e-4, name  # the chains moved: the comparison has power
         assert same, name
+
+
+def test_sharded_draws_equal_unsharded_draws(child):
+    """A gradient sampler and a log-ratio sampler (plain and secure); the other two are
+    test_sharded_draws_equal_unsharded_draws_every_sampler (slow)."""
+    assert set(child["identical"]) == {"dp-sgld", "minibatch-penalty", "minibatch-penalty/secure"}
+    assert child["secure_differs"]
+    _same_draws(child)
+
+
+@pytest.mark.slow
+def test_sharded_draws_equal_unsharded_draws_every_sampler(child, host_device_results):
+    slow = check(host_device_results[__name__ + ":slow"])
+    assert set(child["identical"]) | set(slow["identical"]) == (
+        set(SUBSAMPLED) | {"minibatch-penalty/secure"})
+    _same_draws(slow)
 
 
 def test_compiled_program_never_holds_all_rows(child):
