@@ -253,8 +253,10 @@ def _make_chunk_runner(build, length: int, state, chain_keys, secure: bool, data
     # cache (same function, same argument types), again inside the scan. Tracing a step twice
     # cost ~15 s of the test suite's CPU; the nested call is inlined when the run is compiled.
     step_all = jax.jit(lambda keys, s, t, d, secret: stepper(secret)(keys, s, t, d))
-    info_shape = jax.eval_shape(step_all, iteration_keys(chain_keys, jnp.uint32(0)), state,
-                                jnp.uint32(0), data, jnp.zeros(8, jnp.uint32))[1]
+    info_shape = jax.eval_shape(
+        lambda k, s, d, secret: step_all(iteration_keys(k, jnp.uint32(0)), s, jnp.uint32(0), d,
+                                         secret)[1],
+        chain_keys, state, data, jax.ShapeDtypeStruct((8,), jnp.uint32))
 
     def run(st, keys, start, end, secret, d):
         def body(s, t):
