@@ -709,8 +709,9 @@ def package(p: RunPlan, out: RunOutput) -> Result:
         from .samplers._warmup import ADAPTATIONS
 
         # The warm-up draws are not posterior draws: dropped, like their flags.
-        positions = positions[:, p.warmup:]
-        infos = jax.tree.map(lambda a: a[:, p.warmup:], infos)
+        # Sliced in NumPy (an eager JAX slice compiles a program per shape).
+        positions = np.asarray(positions)[:, p.warmup:]
+        infos = jax.tree.map(lambda a: np.asarray(a)[:, p.warmup:], infos)
         if out.state is not None:
             adapted = _adapted_values(ADAPTATIONS[p.algorithm], p.params, out.state)
     clip_fraction = np.asarray(infos.clip_fraction).mean(axis=1)  # NumPy: x64 may be off here
@@ -786,14 +787,16 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
     anyway: there a non-finite log-likelihood at θ0 would make every proposal's log ratio NaN
     and leave the chain stuck at θ0, so it is refused.
     """
+    # The finiteness checks run in NumPy: as eager JAX operations each would compile a program
+    # per shape.
     theta = jnp.asarray(theta0)
-    lp = jax.vmap(model.log_prior)(theta)
-    if not bool(jnp.all(jnp.isfinite(lp))):
+    lp = np.asarray(jax.vmap(model.log_prior)(theta))
+    if not np.all(np.isfinite(lp)):
         raise ValueError("theta0: the log-prior is not finite at the starting point of some chain")
     if data is None:
         return
-    ll_ok = jax.vmap(lambda t: jnp.all(jnp.isfinite(model.loglik_per_example(t, jnp.asarray(data)))))(theta)
-    if not bool(jnp.all(ll_ok)):
+    ll = np.asarray(jax.vmap(lambda t: model.loglik_per_example(t, jnp.asarray(data)))(theta))
+    if not np.all(np.isfinite(ll)):
         raise ValueError(
             "theta0: the model's log-likelihood is not finite at the starting point of some chain "
             "for some record (non-private algorithm); choose another theta0 or fix the model"
