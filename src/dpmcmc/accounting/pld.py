@@ -111,7 +111,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import fft as _fft
-from scipy import optimize, signal, special
+from scipy import optimize, special
 
 from dpmcmc.accounting._checks import (
     check_choice,
@@ -257,6 +257,10 @@ class PrivacyLossDistribution:
         target = delta - self.infinity_mass
         # Suffix sums: S0[i] = sum_{m>=i} p_m, T[i] = sum_{m>=i} p_m exp(l_i - l_m); then for
         # eps in [l_{i-1}, l_i], delta_finite(eps) = S0[i] - exp(eps - l_i) T[i].
+        # Imported here: scipy.signal (with the scipy.stats it loads) is ~0.5 s of every
+        # process's start-up, and only this recursion needs it.
+        from scipy import signal
+
         s0 = np.cumsum(p[::-1])[::-1]
         t = signal.lfilter([1.0], [1.0, -math.exp(-h)], p[::-1])[::-1]
         # delta at grid point l_i uses entries m >= i + 1
