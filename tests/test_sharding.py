@@ -84,6 +84,12 @@ HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_SETUP + r"""
 """)
 
 
+def _same_draws(out):
+    for alg, err in out["draw_err"].items():
+        assert out["draws_moved"][alg] > 0, alg  # the chains did move: the comparison has power
+        assert err < 1e-9, (alg, err)
+
+
 def test_sharded_equals_unsharded_on_four_host_devices(host_device_results):
     out = check(host_device_results[__name__])
     # 10011 rows in blocks of 512 = 20 blocks (the last one padded), 5 per device.
@@ -92,12 +98,6 @@ def test_sharded_equals_unsharded_on_four_host_devices(host_device_results):
         assert err < 1e-12, (name, err)
     assert set(out["draw_err"]) == {"dp-hmc"}
     _same_draws(out)
-
-
-def _same_draws(out):
-    for alg, err in out["draw_err"].items():
-        assert out["draws_moved"][alg] > 0, alg  # the chains did move: the comparison has power
-        assert err < 1e-9, (alg, err)
 
 
 @pytest.mark.slow
