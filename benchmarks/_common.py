@@ -24,18 +24,33 @@ def make_runner(kernel, iters):
     Like the library's chain driver, it passes the data as an argument of the compiled program
     (never a constant in it) and returns every iteration's position and whole ``Info``
     (acceptance, clip fraction, divergence): returning less would let XLA drop work a real run
-    does (the clip counts were dead code in an earlier version of the benchmarks).
+    does (the clip counts were dead code in an earlier version of the benchmarks). A kernel with
+    a chunk-local cache (``kernel.cached``, DP penalty's ℓ_j(θ)) is run as the driver runs it:
+    the cache is built from the state when the call starts (one model evaluation per record,
+    paid by every call as the driver pays it per chunk) and dropped when it ends.
     """
-    step_all = jax.vmap(kernel.step, in_axes=(0, 0, None))
+    if kernel.cached is None:
+        step_all = jax.vmap(kernel.step, in_axes=(0, 0, None))
+        start = lambda s, data: s  # noqa: E731
+        position = lambda c: c.position  # noqa: E731
+    else:
+        def one(k, carry, data):
+            s, cache, info = kernel.cached.step(k, carry[0], carry[1], data)
+            return (s, cache), info
+
+        step_all = jax.vmap(one, in_axes=(0, 0, None))
+        start = lambda s, data: (s, jax.vmap(kernel.cached.init, in_axes=(0, None))(s, data))  # noqa: E731
+        position = lambda c: c[0].position  # noqa: E731
 
     @jax.jit
     def run(state, key, data):
-        def body(s, t):
-            keys = jax.random.split(jax.random.fold_in(key, t), s.position.shape[0])
-            s, info = step_all(keys, s, data)
-            return s, (s.position, info)
+        def body(c, t):
+            keys = jax.random.split(jax.random.fold_in(key, t), state.position.shape[0])
+            c, info = step_all(keys, c, data)
+            return c, (position(c), info)
 
-        return jax.lax.scan(body, state, jnp.arange(iters))
+        carry, out = jax.lax.scan(body, start(state, data), jnp.arange(iters))
+        return (carry[0] if kernel.cached is not None else carry), out
 
     return run
 

@@ -14,7 +14,7 @@
 from dpmcmc.samplers._driver import compiled_chunk, init_states, run_chains
 from dpmcmc.samplers._mechanisms import gaussian_mechanism, sensitivity
 from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
-from dpmcmc.samplers._types import HMCInfo, Info, Kernel
+from dpmcmc.samplers._types import ChunkCache, HMCInfo, Info, Kernel
 from dpmcmc.samplers.barker import build_dp_barker
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
@@ -28,6 +28,7 @@ __all__ = [
     "ALGORITHMS",
     "AlgorithmSpec",
     "Kernel",
+    "ChunkCache",
     "Info",
     "HMCInfo",
     "run_chains",

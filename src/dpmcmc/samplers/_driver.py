@@ -99,22 +99,45 @@ class RunProgress(NamedTuple):
 DEFAULT_PROGRESS_CHUNKS = 20
 
 
-def _builder(kernel, what: str = "kernel") -> Callable[[Optional[NoiseSource]], Kernel]:
-    """``build(noise) -> Kernel`` of a ``Kernel`` (which ignores ``noise``) or of a builder."""
-    if isinstance(kernel, Kernel):
-        return lambda noise=None: kernel
-    if not callable(kernel):
-        raise TypeError(f"{what} must be a Kernel(init, step) or a callable build(noise) -> Kernel, "
-                        f"got {type(kernel).__name__}")
+class _Build:
+    """``build(noise) -> Kernel`` of a ``Kernel`` (which ignores ``noise``) or of a builder,
+    checked; ``cached`` records whether the kernel has a :class:`ChunkCache` (None until a
+    kernel has been built).
 
-    def build(noise=None):
-        built = kernel(noise)
+    Builders are called inside traces only (a builder may run JAX operations, which a trace
+    records, so a kernel built in one trace must not be used in another); what is kept between
+    calls is that Python bool of the kernel's structure, never the kernel.
+    """
+
+    def __init__(self, kernel, what: str):
+        if not isinstance(kernel, Kernel) and not callable(kernel):
+            raise TypeError(f"{what} must be a Kernel(init, step) or a callable build(noise) -> "
+                            f"Kernel, got {type(kernel).__name__}")
+        self.kernel, self.what = kernel, what
+        self.cached = None if not isinstance(kernel, Kernel) else kernel.cached is not None
+
+    def __call__(self, noise=None) -> Kernel:
+        if isinstance(self.kernel, Kernel):
+            return self.kernel
+        built = self.kernel(noise)
         if not isinstance(built, Kernel):
-            raise TypeError(f"{what}: build(noise) must return a Kernel(init, step), got "
+            raise TypeError(f"{self.what}: build(noise) must return a Kernel(init, step), got "
                             f"{type(built).__name__}")
+        if self.cached is None:
+            self.cached = built.cached is not None
         return built
 
-    return build
+    def has_cache(self) -> bool:
+        """Whether the kernel has a chunk-local cache (built once in a throwaway trace if no
+        kernel has been built yet)."""
+        if self.cached is None:
+            jax.make_jaxpr(lambda: (self(None), jnp.zeros(()))[1])()
+        return self.cached
+
+
+def _builder(kernel, what: str = "kernel") -> _Build:
+    """``build(noise) -> Kernel`` of a ``Kernel`` (which ignores ``noise``) or of a builder."""
+    return kernel if isinstance(kernel, _Build) else _Build(kernel, what)
 
 
 def _check_cache_key(cache_key) -> None:
@@ -228,23 +251,45 @@ def _make_chunk_runner(build, length: int, state, chain_keys, secure: bool, data
     """
     chains = chain_keys.shape[0]
     chain_ids = jnp.arange(chains, dtype=jnp.uint32)
+    # A kernel with a chunk-local cache (ChunkCache) is stepped through it: the scan carries
+    # (state, cache), the cache built from the state when the chunk starts and dropped when it
+    # ends, so it never leaves the program (no output, checkpoint or Info holds it). Whether a
+    # kernel has one is part of its structure, the same for every noise source.
+    cached = build.has_cache()
+
+    def one_step(kernel, k, carry, d):
+        if not cached:
+            return kernel.step(k, carry, d)
+        s, cache, info = kernel.cached.step(k, carry[0], carry[1], d)
+        return (s, cache), info
 
     def stepper(secret):
         if secure:
             source = NoiseSource(secret)
 
-            def step_one(k, s, c, t, d):
+            def step_one(k, carry, c, t, d):
                 # The kernel of this chain and iteration carries its own noise source.
-                return build(source.at(c, t)).step(k, s, d)
+                return one_step(build(source.at(c, t)), k, carry, d)
 
-            def step_all(keys, s, t, d):
-                return jax.vmap(step_one, in_axes=(0, 0, 0, None, None))(keys, s, chain_ids, t, d)
+            def step_all(keys, carry, t, d):
+                return jax.vmap(step_one, in_axes=(0, 0, 0, None, None))(keys, carry, chain_ids,
+                                                                         t, d)
         else:
-            step = build(None).step
+            kernel = build(None)
 
-            def step_all(keys, s, t, d):
-                return jax.vmap(step, in_axes=(0, 0, None))(keys, s, d)
+            def step_all(keys, carry, t, d):
+                return jax.vmap(lambda k, c, d: one_step(kernel, k, c, d),
+                                in_axes=(0, 0, None))(keys, carry, d)
         return step_all
+
+    def start_carry(s, d):
+        if not cached:
+            return s
+        # The cache reads the data exactly as the steps do; it draws no noise.
+        return s, jax.vmap(build(None).cached.init, in_axes=(0, None))(s, d)
+
+    def position(carry):
+        return (carry[0] if cached else carry).position
 
     def iteration_keys(keys, t):
         return jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
@@ -253,26 +298,27 @@ def _make_chunk_runner(build, length: int, state, chain_keys, secure: bool, data
     # cache (same function, same argument types), again inside the scan. The second trace cost
     # ~0.1 s per chain program (0.14 s for DP-HMC on the banana), ~10 s over the test suite; the
     # nested call is inlined when the run is compiled (the draws are bit for bit the same).
-    step_all = jax.jit(lambda keys, s, t, d, secret: stepper(secret)(keys, s, t, d))
+    step_all = jax.jit(lambda keys, c, t, d, secret: stepper(secret)(keys, c, t, d))
     info_shape = jax.eval_shape(
-        lambda k, s, d, secret: step_all(iteration_keys(k, jnp.uint32(0)), s, jnp.uint32(0), d,
-                                         secret)[1],
+        lambda k, s, d, secret: step_all(iteration_keys(k, jnp.uint32(0)), start_carry(s, d),
+                                         jnp.uint32(0), d, secret)[1],
         chain_keys, state, data, jax.ShapeDtypeStruct((8,), jnp.uint32))
 
     def run(st, keys, start, end, secret, d):
-        def body(s, t):
-            def do(s):
-                s, info = step_all(iteration_keys(keys, t), s, t, d, secret)
-                return s, (s.position, info)
+        def body(c, t):
+            def do(c):
+                c, info = step_all(iteration_keys(keys, t), c, t, d, secret)
+                return c, (position(c), info)
 
-            def skip(s):
+            def skip(c):
                 zeros = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
-                return s, (s.position, zeros)
+                return c, (position(c), zeros)
 
-            return jax.lax.cond(t < end, do, skip, s)
+            return jax.lax.cond(t < end, do, skip, c)
 
         ts = start + jnp.arange(length, dtype=jnp.uint32)
-        st, (pos, info) = jax.lax.scan(body, st, ts)
+        carry, (pos, info) = jax.lax.scan(body, start_carry(st, d), ts)
+        st = carry[0] if cached else carry
         # (length, chains, ...) -> (chains, length, ...)
         return st, (jnp.swapaxes(pos, 0, 1), jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), info))
 

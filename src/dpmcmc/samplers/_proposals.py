@@ -29,7 +29,7 @@ from dpmcmc.samplers._types import Info
 Array = Any
 
 __all__ = ["MODES", "ProposalState", "propose", "update_direction", "init_state", "finish_move",
-           "check_mode", "proposal_transition"]
+           "check_mode", "proposal_transition", "plain_transition"]
 
 MODES = ("random-walk", "one-component", "guided-walk")
 
@@ -106,15 +106,16 @@ def finish_move(state: ProposalState, theta_new: Array, component: Array, accept
     return new_state, Info(accepted, clip_fraction.astype(theta.dtype), diverged)
 
 
-#: ``release(keys, theta, theta_new, data) -> (data_term, noise_sd, clip_fraction, taps)``.
-Release = Callable[[Any, Array, Array, Any], tuple]
+#: ``release(keys, theta, theta_new, data, cache) -> (data_term, noise_sd, clip_fraction, taps,
+#: rows)``.
+Release = Callable[[Any, Array, Array, Any, Any], tuple]
 #: ``accept(key, noisy_log_ratio, noise_sd) -> (accepted, nan)``.
 Accept = Callable[[Array, Array, Array], tuple]
 
 
 def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int,
                         release: Release, accept: Accept
-                        ) -> Callable[[Array, ProposalState, Any], tuple[ProposalState, Info, dict]]:
+                        ) -> Callable[[Array, ProposalState, Any, Any], tuple]:
     """The step skeleton of the propose-then-test samplers: propose → release → prior → accept.
 
     Parameters
@@ -128,11 +129,13 @@ def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int
         ``2 + release_keys`` keys, in the order proposal, release keys, accept test (the order
         fixes the draws of a key, so it must not change).
     release : callable
-        ``release(keys, theta, theta_new, data) -> (data_term, noise_sd, clip_fraction, taps)``:
-        the algorithm's only data access (an accounted mechanism). ``data_term`` is its released
-        (tempered) contribution to the log acceptance ratio, ``noise_sd`` what ``accept`` needs
-        of its noise, ``clip_fraction`` the NON-private clip fraction for :class:`Info`, ``taps``
-        a dict of released values for the audit.
+        ``release(keys, theta, theta_new, data, cache) -> (data_term, noise_sd, clip_fraction,
+        taps, rows)``: the algorithm's only data access (an accounted mechanism).
+        ``data_term`` is its released (tempered) contribution to the log acceptance ratio,
+        ``noise_sd`` what ``accept`` needs of its noise, ``clip_fraction`` the NON-private clip
+        fraction for :class:`Info`, ``taps`` a dict of released values for the audit. ``cache``
+        is the chunk-local per-record cache at θ (:class:`~dpmcmc.samplers._types.ChunkCache`)
+        or ``None``; ``rows`` the same values at θ' (``None`` without a cache).
     accept : callable
         ``accept(key, noisy_log_ratio, noise_sd) -> (accepted, nan)``, applied to
         ``data_term + ln p(θ') − ln p(θ)`` (every proposal here is symmetric).
@@ -140,17 +143,33 @@ def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int
     Returns
     -------
     callable
-        ``transition(key, state, data) -> (state, info, taps)``; ``taps`` is ``release``'s dict
-        with ``"theta"`` and ``"theta_new"`` added (the query the release answered).
+        ``transition(key, state, cache, data) -> (state, cache, info, taps)``: with ``cache=None``
+        the plain transition (the returned cache is ``None``); otherwise the cache follows the
+        chain (θ' 's rows after an acceptance, the old ones after a rejection). ``taps`` is
+        ``release``'s dict with ``"theta"`` and ``"theta_new"`` added (the query the release
+        answered).
     """
-    def transition(key, state, data):
+    def transition(key, state, cache, data):
         k_prop, *k_release, k_acc = jax.random.split(key, 2 + release_keys)
         theta = state.position
         theta_new, i = propose(k_prop, theta, state.direction, proposal_std, mode)
-        data_term, noise_sd, clip_fraction, taps = release(k_release, theta, theta_new, data)
+        data_term, noise_sd, clip_fraction, taps, rows = release(k_release, theta, theta_new,
+                                                                 data, cache)
         noisy_log_ratio = data_term + model.log_prior(theta_new) - model.log_prior(theta)
         accepted, nan = accept(k_acc, noisy_log_ratio, noise_sd)
         new_state, info = finish_move(state, theta_new, i, accepted, nan, clip_fraction, mode)
-        return new_state, info, {**taps, "theta": theta, "theta_new": theta_new}
+        if cache is not None:
+            cache = jax.tree.map(lambda new, old: jnp.where(info.accepted, new, old), rows, cache)
+        return new_state, cache, info, {**taps, "theta": theta, "theta_new": theta_new}
 
     return transition
+
+
+def plain_transition(transition: Callable) -> Callable[[Array, ProposalState, Any], tuple]:
+    """``transition(key, state, data) -> (state, info, taps)`` of a :func:`proposal_transition`
+    run without a cache."""
+    def plain(key, state, data):
+        new_state, _, info, taps = transition(key, state, None, data)
+        return new_state, info, taps
+
+    return plain

@@ -18,11 +18,11 @@ import jax.numpy as jnp
 from dpmcmc.accounting.events import gaussian_release
 from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
-from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum
+from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum, clipped_llr_sum_cached
 
 Array = Any
 
-__all__ = ["Release", "release_llr", "release_grad"]
+__all__ = ["Release", "release_llr", "release_llr_cached", "release_grad"]
 
 
 class Release(NamedTuple):
@@ -57,14 +57,48 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     -------
     Release
     """
+    def ratio_pass(clip_to):
+        total, count = clipped_llr_sum(model, data, theta, theta_new, clip_to, nan_to_bound=True,
+                                       block_size=block_size)
+        return total, count, None
+
+    return _llr_release(key, data, theta, theta_new, tau, clip, noise, ratio_pass)[0]
+
+
+def release_llr_cached(key: Array, model, data: Array, cache: Array, theta: Array,
+                       theta_new: Array, tau: float, clip: float, *,
+                       block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
+                       ) -> tuple[Release, Array]:
+    """:func:`release_llr` with ℓ_j(θ) read from the chunk-local ``cache``
+    (``_passes.loglik_rows(model, data, θ)``): the same release, bit for bit, for one model
+    evaluation per row instead of two.
+
+    Returns
+    -------
+    release : Release
+    rows : array
+        ℓ_j(θ') per row, laid out like ``cache``: the cache if the move is accepted. Computed
+        from the raw data and NOT private (see :class:`~dpmcmc.samplers._types.ChunkCache`).
+    """
+    def ratio_pass(clip_to):
+        return clipped_llr_sum_cached(model, data, cache, theta_new, clip_to, nan_to_bound=True,
+                                      block_size=block_size)
+
+    return _llr_release(key, data, theta, theta_new, tau, clip, noise, ratio_pass)
+
+
+def _llr_release(key, data, theta, theta_new, tau, clip, noise, ratio_pass
+                 ) -> tuple[Release, Any]:
+    """The one Gaussian mechanism of the log-likelihood ratio: bound, clipped pass
+    (``ratio_pass(clip_to) -> (total, count, rows)``), noise. Returns the release and the
+    pass's rows."""
     n = num_rows(data)
     dtype = jnp.result_type(theta, jnp.float32)
     bound = jnp.asarray(clip, dtype) * jnp.linalg.norm(theta_new - theta)
     clip_to = bound if noise is None else noise.clip_bound(bound)
-    total, count = clipped_llr_sum(model, data, theta, theta_new, clip_to, nan_to_bound=True,
-                                   block_size=block_size)
+    total, count, rows = ratio_pass(clip_to)
     sigma = gaussian_release("log-likelihood ratio", 1, tau, n).noise_std(bound)
-    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)
+    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count), rows
 
 
 def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, grad_clip: float, *,

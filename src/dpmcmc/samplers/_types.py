@@ -1,12 +1,42 @@
 """Shared types of the sampler layer: the kernel interface and the per-iteration info."""
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 Array = Any
 PRNGKey = Any
 
-__all__ = ["Kernel", "TappedKernel", "Info", "HMCInfo"]
+__all__ = ["Kernel", "ChunkCache", "TappedKernel", "Info", "HMCInfo"]
+
+
+class ChunkCache(NamedTuple):
+    """A kernel's step with a per-record cache that lives inside one compiled chunk only.
+
+    Some kernels recompute, at every iteration, per-record values at the current point that an
+    earlier iteration already computed (DP penalty: the n log-likelihoods ℓ_j(θ) of its ratio
+    ℓ_j(θ') − ℓ_j(θ)). Carrying them saves that work, but they are computed from the raw data and
+    are NOT private: they must never reach a draw, an ``Info``, a checkpoint or anything a run
+    returns. So they are not part of the kernel's state: the chain driver builds the cache from
+    the state at the start of every compiled chunk (one extra evaluation per chunk), carries it
+    through the chunk's ``lax.scan`` beside the state, and drops it at the chunk's end; it never
+    leaves the compiled program.
+
+    Contract (tested for every kernel that has one): for ``cache = init(state, data)``,
+    ``step(key, state, cache, data)`` returns the ``(state, info)`` of the kernel's plain
+    ``step(key, state, data)`` bit for bit, and a new cache equal bit for bit to
+    ``init(new_state, data)``. The draws therefore do not depend on where chunks begin (chunk
+    size, checkpoints, resumption).
+
+    Attributes
+    ----------
+    init : callable
+        ``init(state, data) -> cache`` for one chain.
+    step : callable
+        ``step(key, state, cache, data) -> (state, cache, info)``.
+    """
+
+    init: Callable[[Any, Any], Any]
+    step: Callable[[PRNGKey, Any, Any, Any], tuple]
 
 
 class Kernel(NamedTuple):
@@ -28,10 +58,14 @@ class Kernel(NamedTuple):
     step : callable
         ``step(key, state, data) -> (state, info)``: one iteration. Pure and jit-able; ``info``
         is an :class:`Info` (or :class:`HMCInfo`). Always exactly this pair.
+    cached : ChunkCache or None
+        The same step carrying a chunk-local per-record cache (see :class:`ChunkCache`), which
+        the chain driver uses when present; ``None`` for kernels without one.
     """
 
     init: Callable[[Array, Any], Any]
     step: Callable[[PRNGKey, Any, Any], tuple]
+    cached: Optional[ChunkCache] = None
 
 
 class TappedKernel(NamedTuple):
@@ -50,10 +84,16 @@ class TappedKernel(NamedTuple):
         released noisy values, their noise scale and the query they answer (see each builder).
         NOT part of a run's output: some taps (a batch, DP Barker's noise variance) are
         internals of the mechanism.
+    cache_init, cached_transition : callable or None
+        The kernel's chunk-local cache (:class:`ChunkCache`), if it has one:
+        ``cache_init(state, data) -> cache`` and ``cached_transition(key, state, cache, data) ->
+        (state, cache, info, taps)``, equal to ``transition`` bit for bit.
     """
 
     init: Callable[[Array, Any], Any]
     transition: Callable[[PRNGKey, Any, Any], tuple]
+    cache_init: Optional[Callable[[Any, Any], Any]] = None
+    cached_transition: Optional[Callable[[PRNGKey, Any, Any, Any], tuple]] = None
 
     def kernel(self) -> Kernel:
         """The public kernel: the same transition, its taps dropped."""
@@ -63,7 +103,16 @@ class TappedKernel(NamedTuple):
             new_state, info, _ = transition(key, state, data)
             return new_state, info
 
-        return Kernel(self.init, step)
+        cached = None
+        if self.cached_transition is not None:
+            cached_transition = self.cached_transition
+
+            def cached_step(key, state, cache, data):
+                new_state, new_cache, info, _ = cached_transition(key, state, cache, data)
+                return new_state, new_cache, info
+
+            cached = ChunkCache(self.cache_init, cached_step)
+        return Kernel(self.init, step, cached)
 
 
 class Info(NamedTuple):

@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._types import Kernel
+from dpmcmc.samplers._types import ChunkCache, Kernel
 
 Array = Any
 
@@ -191,6 +191,9 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
 
     def step(key, s: AdaptState, data):
         new_inner, info = build(overrides(s.scale, s.diagonal)).step(key, s.inner, data)
+        return adapt(s, new_inner, info), info
+
+    def adapt(s: AdaptState, new_inner, info) -> AdaptState:
         t = s.iteration
         adapting = t < warmup
         # The only inputs of the adaptation: the accept flag and the new draw (both released).
@@ -227,9 +230,21 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         frozen = jnp.exp(da.log_x_avg)
         scale = jnp.where(t + 1 >= warmup, frozen, jnp.exp(da.log_x))
         keep = lambda new, old: jnp.where(adapting, new, old)  # noqa: E731
-        new = AdaptState(new_inner, jax.tree.map(keep, da, s.da), keep(scale, s.scale),
-                         keep(diag, s.diagonal), keep(mean, s.mean), keep(m2, s.m2),
-                         keep(seen, s.seen), t + 1)
-        return new, info
+        return AdaptState(new_inner, jax.tree.map(keep, da, s.da), keep(scale, s.scale),
+                          keep(diag, s.diagonal), keep(mean, s.mean), keep(m2, s.m2),
+                          keep(seen, s.seen), t + 1)
 
-    return Kernel(init, step)
+    cached = None
+    if build(overrides(jnp.ones((), jnp.float64), diag0)).cached is not None:
+        # The inner kernel's chunk-local cache depends on its position only, never on the
+        # adapted step or diagonal, so it passes through the adaptation unchanged.
+        def cache_init(s: AdaptState, data):
+            return build(overrides(s.scale, s.diagonal)).cached.init(s.inner, data)
+
+        def cached_step(key, s: AdaptState, cache, data):
+            new_inner, cache, info = build(overrides(s.scale, s.diagonal)).cached.step(
+                key, s.inner, cache, data)
+            return adapt(s, new_inner, info), cache, info
+
+        cached = ChunkCache(cache_init, cached_step)
+    return Kernel(init, step, cached)

@@ -108,7 +108,8 @@ from dpmcmc.samplers._minibatch import (
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
+from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+                                         proposal_transition)
 from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
@@ -277,7 +278,7 @@ def tapped_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
     if not (math.isfinite(n0) and 0.0 < n0):
         raise ValueError(f"n0 must satisfy 0 < n0 <= n, got {n0!r}")
 
-    def release(keys, theta, theta_new, data):
+    def release(keys, theta, theta_new, data, cache):
         # n is the data's static row count, known when the step is traced.
         n = num_rows(data)
         if b > n:
@@ -290,14 +291,15 @@ def tapped_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
         rel = release_barker(k_noise, model, batch_rows(data, idx), theta, theta_new, n0,
                              noise=noise, mechanism=mechanism)
         return (rel.value, rel.noise_variance, rel.clip_count / b,
-                {"delta": rel.value, "noise_variance": rel.noise_variance, "batch": idx})
+                {"delta": rel.value, "noise_variance": rel.noise_variance, "batch": idx}, None)
 
     def accept(key, noisy_log_ratio, _noise_variance):
         # The Barker test needs no noise scale: X_nc + X_corr already total Logistic(0, 1).
         return barker_accept(key, noisy_log_ratio, noise=noise, correction=correction)
 
+    # A batch changes every iteration: nothing per record to carry, so no chunk-local cache.
     transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 2, release, accept)
-    return TappedKernel(init_state, transition)
+    return TappedKernel(init_state, plain_transition(transition))
 
 
 def build_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,

@@ -22,6 +22,14 @@ only, i.e. post-processing, covered by the guarantee (``Result.released``); so a
 guided-walk directions. ``Info.clip_fraction`` counts clipped ratios on the raw data: NOT private.
 Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf is clipped to ``±c`` inside the
 released sum (counted as clipped); never a rejection, never an error (docs/nonfinite.md).
+
+Chunk-local cache: the kernel's ``cached`` step (:class:`~dpmcmc.samplers._types.ChunkCache`)
+reads ℓ_j(θ) of every record from a cache the chain driver builds when a compiled chunk starts
+and carries through the chunk (ℓ_j(θ') replaces it after an accepted move), so an iteration
+evaluates the model once per record, not twice: the same release bit for bit, at about half the
+cost of the pass when the model dominates it (10-d Gaussian preset, benchmarks/README.md). The
+cache holds n floats per chain computed from the raw data, NOT private: it never leaves the
+chunk (no state, draw, ``Info`` or checkpoint holds it).
 """
 from __future__ import annotations
 
@@ -34,8 +42,10 @@ from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseS
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
-from dpmcmc.samplers._releases import release_llr
+from dpmcmc.samplers._passes import CACHE_MIN_COST, loglik_rows, record_cost
+from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+                                         proposal_transition)
+from dpmcmc.samplers._releases import release_llr, release_llr_cached
 from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
@@ -46,7 +56,8 @@ __all__ = ["MODES", "build_dp_penalty", "tapped_dp_penalty", "SPEC"]
 
 def tapped_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
                       mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
-                      accept: Callable = penalty_accept) -> TappedKernel:
+                      accept: Callable = penalty_accept,
+                      loglik_cache: Optional[bool] = None) -> TappedKernel:
     """The DP penalty kernel with its taps (arguments as :func:`build_dp_penalty`).
 
     Parameters
@@ -64,18 +75,34 @@ def tapped_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
     check_mode(mode)
     temp = model.temperature
 
-    def release(keys, theta, theta_new, data):
+    def release(keys, theta, theta_new, data, cache):
         (k_noise,) = keys
-        rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
+        if cache is None:
+            rel = release_llr(k_noise, model, data, theta, theta_new, tau, clip, noise=noise)
+            rows = None
+        else:
+            rel, rows = release_llr_cached(k_noise, model, data, cache, theta, theta_new, tau, clip,
+                                           noise=noise)
         return (temp * rel.value, temp * rel.sigma, rel.clip_count / num_rows(data),
-                {"llr": rel.value, "llr_sigma": rel.sigma})
+                {"llr": rel.value, "llr_sigma": rel.sigma}, rows)
+
+    def cache_init(state, data):
+        # ℓ_j(θ) of every record at the chain's position: raw-data-derived, NOT private; it lives
+        # in one compiled chunk of the driver only (ChunkCache). No cache (None: the plain pass)
+        # where it would cost more than it saves, decided from the model's structure and the
+        # data's shape at trace time, never from values.
+        use = loglik_cache
+        if use is None:
+            use = record_cost(model, state.position, data) >= CACHE_MIN_COST
+        return loglik_rows(model, data, state.position) if use else None
 
     transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 1, release, accept)
-    return TappedKernel(init_state, transition)
+    return TappedKernel(init_state, plain_transition(transition), cache_init, transition)
 
 
 def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
-                     mode: str = "random-walk", *, noise: Optional[NoiseSource] = None) -> Kernel:
+                     mode: str = "random-walk", *, noise: Optional[NoiseSource] = None,
+                     loglik_cache: Optional[bool] = None) -> Kernel:
     """The DP penalty kernel.
 
     Parameters
@@ -92,6 +119,13 @@ def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver builds the step with a secure source in secure
         mode).
+    loglik_cache : bool, optional
+        Whether the kernel's chunk-local cache (``Kernel.cached``) holds ℓ_j(θ) of every record,
+        so that an iteration evaluates the model once per record instead of twice. ``None``
+        (default): when the per-record log-likelihood is expensive enough for the saving to
+        outweigh storing n values per chain per iteration
+        (:func:`dpmcmc.samplers._passes.record_cost` ≥ ``CACHE_MIN_COST``). The draws are the
+        same bit for bit either way.
 
     Returns
     -------
@@ -101,7 +135,8 @@ def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
         pass on the fly). State :class:`dpmcmc.samplers._proposals.ProposalState`; info
         :class:`Info`.
     """
-    return tapped_dp_penalty(model, tau, clip, proposal_std, mode, noise=noise).kernel()
+    return tapped_dp_penalty(model, tau, clip, proposal_std, mode, noise=noise,
+                             loglik_cache=loglik_cache).kernel()
 
 
 # ---------------------------------------------------------------- the spec

@@ -87,7 +87,8 @@ from dpmcmc.samplers._minibatch import (
     sample_batch_indices,
 )
 from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._proposals import MODES, check_mode, init_state, proposal_transition
+from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+                                         proposal_transition)
 from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
@@ -223,7 +224,7 @@ def tapped_minibatch_penalty(model, tau: float, batch_size: int, clip: float,
     if b < 1:
         raise ValueError(f"batch_size must satisfy 1 <= batch_size <= n, got {b}")
 
-    def release(keys, theta, theta_new, data):
+    def release(keys, theta, theta_new, data, cache):
         # n is the data's static row count, known when the step is traced.
         n = num_rows(data)
         if b > n:
@@ -234,11 +235,12 @@ def tapped_minibatch_penalty(model, tau: float, batch_size: int, clip: float,
                                     tau, clip, noise=noise, statistic=statistic)
         return (rel.value, rel.sigma, rel.clip_count / b,
                 {"llr": rel.value, "llr_sigma": rel.sigma, "sensitivity": rel.sensitivity,
-                 "batch": idx})
+                 "batch": idx}, None)
 
+    # A batch changes every iteration: nothing per record to carry, so no chunk-local cache.
     transition = proposal_transition(model, jnp.asarray(proposal_std), mode, 2, release,
                                      penalty_accept)
-    return TappedKernel(init_state, transition)
+    return TappedKernel(init_state, plain_transition(transition))
 
 
 def build_minibatch_penalty(model, tau: float, batch_size: int, clip: float,

@@ -1,0 +1,167 @@
+"""DP penalty's chunk-local cache of ℓ_j(θ) (``Kernel.cached``, a ``ChunkCache``).
+
+The chain driver carries the n per-record log-likelihoods at each chain's position through a
+compiled chunk, so that an iteration evaluates the model once per record (at θ') instead of
+twice. The cache is computed from the raw data and is NOT private, so it must never leave the
+chunk, and it must change nothing: the draws and every ``Info`` field equal those of the same
+kernel stepped without it, bit for bit, whatever the chunk size (the cache is rebuilt at every
+chunk start), in secure mode and under warm-up adaptation. Checked at XLA's optimisation level 1
+(JAX's default), where a ratio fused into one expression could be rounded differently.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpmcmc.models.base import Model
+from dpmcmc.models import preset
+from dpmcmc.samplers import ALGORITHMS, ChunkCache, Kernel, build_dp_penalty, run_chains
+from dpmcmc.secure import secure_key
+
+# n > 2 * 4096: blocks of 4096 rows on the CPU (3 blocks, the last one padded).
+N, DIM, CHAINS, ITERS = 9001, 3, 3, 24
+PARAMS = dict(tau=0.3, clip=2.0, proposal_std=0.015, mode="guided-walk")
+
+pytestmark = pytest.mark.xla_optimized
+
+
+def _model():
+    # Not a preset: an FMA-prone per-record function (a product then a sum), with a log.
+    def log_likelihood(theta, x):
+        r = x - theta
+        return -0.5 * jnp.sum(r * r * jnp.array([1.0, 2.0, 0.5])) + 0.1 * jnp.log1p(x[0] ** 2)
+
+    return Model(log_likelihood, lambda t: -0.5 * jnp.sum(t * t) / 100.0, DIM)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = _model()
+    data = np.random.default_rng(4).normal(0.3, 1.0, size=(N, DIM))
+    spec = ALGORITHMS["dp-penalty"]
+    params = spec.prepare(dict(PARAMS), model, N)
+    laid_out = spec.layout(data, params, model)
+    theta0 = np.full((CHAINS, DIM), 0.3) + np.linspace(-0.01, 0.01, CHAINS)[:, None]
+    return model, spec, params, laid_out, jnp.asarray(theta0)
+
+
+def _build(model, params, noise=None, cache=True):
+    # The test model is cheap: the cache is forced on (by default it is used only where it pays,
+    # see test_the_cache_is_used_where_the_model_is_expensive).
+    return build_dp_penalty(model, params["tau"], params["clip"], params["proposal_std"],
+                            params["mode"], noise=noise, loglik_cache=cache)
+
+
+def _equal(a, b):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _uncached(kernel):
+    return Kernel(kernel.init, kernel.step)
+
+
+def test_the_cache_changes_no_draw_at_any_chunk_size(setup):
+    model, spec, params, laid_out, theta0 = setup
+    kernel = _build(model, params)
+    assert isinstance(kernel.cached, ChunkCache)
+    key = jax.random.key(5)
+    ref = run_chains(_uncached(kernel), theta0, key, ITERS, data=laid_out, progress=False)
+    # The test has power only if the chains move (each accepted move replaces the cache).
+    assert 0.2 < float(np.mean(ref[1].accepted)) < 0.95
+    for chunk in (None, 5):
+        _equal(run_chains(kernel, theta0, key, ITERS, data=laid_out, progress=False,
+                          chunk_size=chunk), ref)
+
+
+def test_cached_step_keeps_the_contract(setup):
+    """step(key, s, init(s)) == (plain step, init(new state)), bit for bit."""
+    model, spec, params, laid_out, theta0 = setup
+    kernel = _build(model, params)
+
+    @jax.jit
+    def check(key, theta):
+        s = kernel.init(theta, laid_out)
+        cache = kernel.cached.init(s, laid_out)
+        s1, cache1, info1 = kernel.cached.step(key, s, cache, laid_out)
+        s2, info2 = kernel.step(key, s, laid_out)
+        return (s1, info1), (s2, info2), cache1, kernel.cached.init(s2, laid_out)
+
+    accepted = []
+    for i in range(6):
+        (a, b, cache1, expected) = check(jax.random.key(i), theta0[i % CHAINS])
+        _equal(a, b)
+        _equal(cache1, expected)
+        accepted.append(bool(a[1].accepted))
+        # One value per row of the laid-out blocks (padding included), nothing else.
+        assert cache1.shape == laid_out.mask.shape
+    assert any(accepted) and not all(accepted)
+
+
+def test_the_cache_never_leaves_the_chunk(setup):
+    """What a run hands out (the state to checkpoints, the draws, the infos) holds no per-record
+    array: the state is the kernel's own, whose arrays are all of the parameter's size."""
+    model, spec, params, laid_out, theta0 = setup
+    kernel = _build(model, params)
+    seen = []
+    pos, info = run_chains(kernel, theta0, jax.random.key(2), 10, data=laid_out, progress=False,
+                           chunk_size=4, on_chunk=seen.append)
+    assert len(seen) == 3
+    for progress in seen:
+        assert type(progress.state).__name__ == "ProposalState"
+        assert all(np.asarray(a).shape == (CHAINS, DIM) for a in jax.tree.leaves(progress.state))
+        assert all(N not in np.asarray(a).shape and laid_out.mask.size not in np.asarray(a).shape
+                   for a in jax.tree.leaves((progress.positions, progress.infos)))
+
+
+def test_secure_mode_and_warmup_keep_the_draws(setup):
+    from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
+
+    model, spec, params, laid_out, theta0 = setup
+    key = jax.random.key(8)
+    secret = secure_key(11).words
+
+    def build(noise):
+        return _build(model, params, noise)
+
+    def build_uncached(noise):
+        return _uncached(_build(model, params, noise))
+
+    a = run_chains(build, theta0, key, 12, data=laid_out, progress=False, chunk_size=5,
+                   secure_secret=secret)
+    b = run_chains(build_uncached, theta0, key, 12, data=laid_out, progress=False,
+                   secure_secret=secret)
+    _equal(a, b)
+
+    def rebuild(overrides):
+        return _build(model, {**params, **overrides})
+
+    adaptive = adaptive_kernel(rebuild, ADAPTATIONS["dp-penalty"], params, 12)
+    assert adaptive.cached is not None
+    c = run_chains(adaptive, theta0, key, 16, data=laid_out, progress=False, chunk_size=6)
+    d = run_chains(_uncached(adaptive), theta0, key, 16, data=laid_out, progress=False)
+    _equal(c, d)
+    assert 0.0 < float(np.mean(c[1].accepted)) < 1.0
+
+
+def test_the_cache_is_used_where_the_model_is_expensive():
+    """By default the cache holds ℓ_j(θ) only where one model evaluation per record costs more
+    than storing it: not for the banana (a few operations per record, where the cache measured
+    3× slower), yes for the 10-d Gaussian (a 10 × 10 quadratic form). Decided from the model's
+    structure and the data's shape, never from the values; the kernel has its cached step
+    either way (an empty cache is the plain pass)."""
+    spec = ALGORITHMS["dp-penalty"]
+    for name, cached in (("banana-2d", False), ("gaussian-10d", True)):
+        p = preset(name)
+        data = np.asarray(p.data[:50])
+        params = spec.prepare(dict(tau=0.1, clip=1.0, proposal_std=0.01), p.model, 50)
+        kernel = spec.build(p.model, params)
+        state = kernel.init(jnp.asarray(p.theta_true, jnp.float64), data)
+        cache = kernel.cached.init(state, data)
+        assert (cache is not None) == cached, name
+        if cached:
+            assert cache.size >= 50
+        forced = _build(p.model, dict(params, mode="random-walk"), cache=True)
+        assert forced.cached.init(state, data) is not None
