@@ -45,7 +45,7 @@ jax.config.update("jax_enable_x64", True)
 from dpmcmc.models import banana, preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.models.gaussian import gaussian  # noqa: E402
-from dpmcmc.samplers import ALGORITHMS  # noqa: E402
+from dpmcmc.samplers import ALGORITHMS, Kernel  # noqa: E402
 from dpmcmc.samplers._layout import prepare_data  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -66,13 +66,18 @@ def supplied_model(model: Model) -> Model:
                   sigma0_sq=md["sigma0_sq"], temperature=model.temperature, name=model.name)
 
 
-def time_sampler(model, data, algorithm, params, theta0, iters, reps=3):
-    """CPU and wall ms per iteration, and XLA's temporary buffer bytes, of ``iters`` iterations."""
+def time_sampler(model, data, algorithm, params, theta0, iters, reps=3, chunk_cache=True):
+    """CPU and wall ms per iteration, and XLA's temporary buffer bytes, of ``iters`` iterations.
+
+    ``chunk_cache=False`` runs the kernel without its chunk-local cache (``Kernel.cached``; the
+    same draws), to measure what the cache gives."""
     spec = ALGORITHMS[algorithm]
     prepared = spec.prepare(dict(params), model, int(data.shape[0]))
     # Laid out once, as a run does (data already laid out are kept, with their pass switches).
     data = spec.layout(data, prepared, model)
     kernel = spec.build(model, prepared)
+    if not chunk_cache:
+        kernel = Kernel(kernel.init, kernel.step)
     state = init_all(kernel, theta0, data)
     run = make_runner(kernel, iters)
     key = jax.random.key(0)
@@ -278,7 +283,7 @@ def reference_compare(quick, log):
             params = sampler_params(p, algorithm)
             theta0 = np.broadcast_to(np.asarray(p.theta_true), (4, p.model.dim))
             papers_model = papers_record_model(p.model)
-            refs, ours, auto, refs_papers = [], [], [], []
+            refs, ours, auto, refs_papers, nocache = [], [], [], [], []
             for _ in range(rounds):
                 refs.append(time_reference(autodiff_model(p.model), p.data, params, theta0.T, iters[name],
                                            reps=1, algorithm=algorithm)[0])
@@ -289,6 +294,10 @@ def reference_compare(quick, log):
                                          OURS_ITERS[algorithm])[0])
                 auto.append(time_sampler(autodiff_model(p.model), p.data, algorithm, params,
                                          jnp.asarray(theta0), OURS_ITERS[algorithm])[0])
+                if algorithm == "dp-penalty":
+                    nocache.append(time_sampler(p.model, p.data, algorithm, params,
+                                                jnp.asarray(theta0), OURS_ITERS[algorithm],
+                                                chunk_cache=False)[0])
             ratios = [r / o for r, o in zip(refs, ours)]
             row = {"algorithm": algorithm, "preset": name, "reference_ms_cpu": refs, "ours_ms_cpu": ours,
                    "autodiff_ms_cpu": auto, "speedups": ratios, "speedup_median": float(np.median(ratios)),
@@ -296,12 +305,19 @@ def reference_compare(quick, log):
             if algorithm == "dp-hmc":
                 row["quoted_reference_ms"] = REFERENCE_MS[name]
             extra = ""
+            if nocache:
+                cache_gain = [n / o for n, o in zip(nocache, ours)]
+                row.update(preset_without_chunk_cache_ms_cpu=nocache, chunk_cache_gain=cache_gain,
+                           speedup_without_chunk_cache_median=float(np.median(
+                               [r / n for r, n in zip(refs, nocache)])))
+                extra += (f"; without the chunk-local cache {np.median(nocache):7.2f} ms/iter "
+                          f"(cache gain per round {_per_round(cache_gain)})")
             if refs_papers:
                 papers_ratios = [r / o for r, o in zip(refs_papers, ours)]
                 row.update(reference_papers_record_ms_cpu=refs_papers,
                            speedups_papers_record=papers_ratios,
                            speedup_papers_record_median=float(np.median(papers_ratios)))
-                extra = (f"; with the papers' per-record function {np.median(refs_papers):9.2f} "
+                extra += (f"; with the papers' per-record function {np.median(refs_papers):9.2f} "
                          f"ms/iter, speed-up {np.median(papers_ratios):5.1f}× (rounds "
                          f"{_per_round(papers_ratios)})")
             rows.append(row)
@@ -543,8 +559,9 @@ def write_tables(res, path):
                   "| sampler | preset | reference-style ms/iter (CPU) | preset ms/iter (CPU) | "
                   "speed-up per round | median speed-up | autodiff ms/iter | median speed-up (autodiff) | "
                   "reference-style ms/iter, papers' per-record function | speed-up per round | "
-                  "median speed-up |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "median speed-up | preset without the chunk-local cache ms/iter | cache gain per "
+                  "round |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["reference"]:
             auto = r.get("autodiff_ms_cpu")
             papers = r.get("reference_papers_record_ms_cpu")
@@ -555,7 +572,10 @@ def write_tables(res, path):
                          + (f" {np.median(papers):.2f} | "
                             f"{_per_round(r['speedups_papers_record'], '×')} | "
                             f"{r['speedup_papers_record_median']:.1f}× |" if papers
-                            else " same function | | |"))
+                            else " same function | | |")
+                         + (f" {np.median(r['preset_without_chunk_cache_ms_cpu']):.2f} | "
+                            f"{_per_round(r['chunk_cache_gain'], '×')} |"
+                            if r.get("chunk_cache_gain") else " – | – |"))
     if res.get("ideas"):
         lines += ["\n## Ideas (autodiff path)\n", "| preset | sampler | variant | ms/iter (CPU) |",
                   "|---|---|---|---|"]

@@ -31,6 +31,16 @@ copied into it (``jax.jit`` embeds every concrete array a traced function closes
 constant of full size: twice the memory, a compile time that grows with ``n`` and, under a
 device mesh, all rows on every device).
 
+Chunk-local caches
+------------------
+A kernel with a :class:`~dpmcmc.samplers._types.ChunkCache` (``Kernel.cached``: DP penalty's
+per-record log-likelihoods at θ) is stepped through it: each compiled chunk builds the cache
+from the states when it starts, carries it through its ``lax.scan`` beside them and drops it at
+its end. The cache is computed from the raw data and is not private, so it is never an output of
+the program: the states, draws and infos a run returns and checkpoints never hold it. A kernel's
+cached step gives the draws of its plain step bit for bit, so the draws still depend only on the
+key, the iteration and the carried state (not on where chunks begin).
+
 Secure mode
 -----------
 The driver also accepts a kernel *builder* ``build(noise) -> Kernel`` (a private algorithm's

@@ -3,8 +3,11 @@
 Every full-data access of every sampler goes through this module, so that the cost of an
 iteration is a known number of data passes:
 
-- :func:`clipped_llr_sum` — Σ_j clip(ℓ_j(θ') − ℓ_j(θ)): the log-likelihood difference and the
-  clipping are one fused expression, reduced without storing more than one block of ratios.
+- :func:`clipped_llr_sum` — Σ_j clip(ℓ_j(θ') − ℓ_j(θ)): each block's two log-likelihood vectors
+  are materialised (one block at a time), then differenced, clipped and reduced in one loop;
+  :func:`clipped_llr_sum_cached` reads ℓ_j(θ) from a chunk-local cache of every record's value
+  (:func:`loglik_rows`) and returns ℓ_j(θ'), the same sum bit for bit for one model evaluation
+  per record (DP penalty, where :func:`record_cost` says the model is expensive enough).
 - :func:`clipped_grad_sum` — Σ_j clip(∇ℓ_j(θ)), per-example gradients clipped in L2 norm.
 - :func:`loglik_sum`, :func:`loglik_sum_and_grad` — unclipped totals for non-private samplers
   (one forward / one reverse-mode pass, no per-example gradients).
