@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py --blackjax
 	$(BIN)/python benchmarks/bench_subsampled.py
+	$(BIN)/python benchmarks/bench_chunk_cache.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

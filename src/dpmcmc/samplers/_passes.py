@@ -432,11 +432,13 @@ def loglik_rows(model, data: Array, theta: Array, *, block_size: Optional[int] =
 
 # Per-record cost of the log-likelihood (``record_cost``) from which the chunk-local cache of
 # ℓ_j(θ) pays. The cache saves one evaluation of the model per record and iteration, and costs
-# storing ℓ_j(θ') of every record and selecting the new cache: measured (n = 10⁵, 4 chains,
-# one process) 0.40 → 1.4 ms per DP penalty iteration on the banana (cost ≈ 15), a loss, and
-# 17–22 → 13.5–15 ms on the 10-d Gaussian (cost ≈ 250), a gain; the break-even lies near a cost
-# of 40. Below this bound the pass keeps evaluating the model twice.
-CACHE_MIN_COST = 64
+# storing ℓ_j(θ') of every record and selecting the new cache. Measured
+# (benchmarks/bench_chunk_cache.py, results/chunk_cache.md: DP penalty, n = 10⁵, 4 chains, CPU
+# time, with ÷ without): cost 7, 8, 15 (sum of squares, circle, banana) 3.1×, 2.1×, 3.3× SLOWER
+# with it (the pass costs less than storing the rows); cost 31, 49, 51, 61, 81, 241 (Gaussian
+# d = 3, mixture, logistic regression d = 5, 10, 20, 10-d Gaussian) 1.31×, 0.99×, 1.29×, 1.16×,
+# 1.13×, 1.20× faster. Below this bound the pass keeps evaluating the model twice.
+CACHE_MIN_COST = 24
 
 # Primitives that only move or relabel data (cost 0) and the transcendental ones (cost 16 per
 # element, roughly their price in multiply-adds on a CPU); every other first-order primitive
