@@ -193,18 +193,30 @@ def _local_reduce(fn: Callable, args: Any, blocks: Array, mask: Array, unroll: b
     per-row arrays ``rows_in`` (each ``(num_blocks, block_size)``, aligned with ``blocks``), and
     ``rows`` per-row values of the block (or None); the rows of every block come back stacked
     ``(num_blocks, block_size)``.
+
+    The per-row arrays are read and written by block index inside the loop, not scanned over as
+    its inputs and outputs: under ``vmap`` over chains they carry the chain axis in front, and a
+    scan over them would transpose each whole array to put the block axis first (and its output
+    back), two copies of n values per chain per pass.
     """
     if unroll:
         fn = unroll_small_reductions(fn)
     if blocks.shape[0] == 1:
         out, rows = fn(args, blocks[0], mask[0], *(r[0] for r in rows_in))
         return out, jax.tree.map(jnp.zeros_like, out), jax.tree.map(lambda r: r[None], rows)
-    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                        jax.eval_shape(fn, args, blocks[0], mask[0], *(r[0] for r in rows_in))[0])
+    nb = blocks.shape[0]
+    sums_shape, rows_shape = jax.eval_shape(fn, args, blocks[0], mask[0],
+                                            *(r[0] for r in rows_in))
+    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape)
+    stacked = jax.tree.map(lambda s: jnp.empty((nb,) + s.shape, s.dtype), rows_shape)
 
     def body(carry, xs):
-        acc, comp = carry
-        out, rows = fn(args, *xs)
+        (acc, comp), out_rows = carry
+        block, m, i = xs
+        out, rows = fn(args, block, m, *(jax.lax.dynamic_index_in_dim(r, i, keepdims=False)
+                                          for r in rows_in))
+        out_rows = jax.tree.map(lambda buf, r: jax.lax.dynamic_update_index_in_dim(buf, r, i, 0),
+                                out_rows, rows)
         leaves_a, tree = jax.tree.flatten(acc)
         new_a, new_c = [], []
         for a, c, x in zip(leaves_a, jax.tree.leaves(comp), jax.tree.leaves(out)):
@@ -214,9 +226,10 @@ def _local_reduce(fn: Callable, args: Any, blocks: Array, mask: Array, unroll: b
                 a = a + x
             new_a.append(a)
             new_c.append(c)
-        return (jax.tree.unflatten(tree, new_a), jax.tree.unflatten(tree, new_c)), rows
+        return ((jax.tree.unflatten(tree, new_a), jax.tree.unflatten(tree, new_c)), out_rows), None
 
-    (acc, comp), rows = jax.lax.scan(body, (zero, zero), (blocks, mask, *rows_in))
+    ((acc, comp), rows), _ = jax.lax.scan(body, ((zero, zero), stacked),
+                                          (blocks, mask, jnp.arange(nb)))
     return acc, comp, rows
 
 
@@ -374,8 +387,8 @@ def _llr_pass(model, data, theta_new, bound, *, nan_to_bound: bool, block_size: 
         clipped = clipped & mask
         return _sum_and_count(c, clipped), (new if cached else None)
 
-    args = (theta_new if theta is None else theta, theta_new,
-            None if bound is None else jnp.asarray(bound, dtype))
+    # θ is None when ℓ_j(θ) comes from the cache (replicated under a mesh like any argument).
+    args = (theta, theta_new, None if bound is None else jnp.asarray(bound, dtype))
     return _reduce_rows(fn, args, prepared, prepared.blocks, rows_in=(cache,) if cached else ())
 
 
@@ -434,10 +447,11 @@ def loglik_rows(model, data: Array, theta: Array, *, block_size: Optional[int] =
 # ℓ_j(θ) pays. The cache saves one evaluation of the model per record and iteration, and costs
 # storing ℓ_j(θ') of every record and selecting the new cache. Measured
 # (benchmarks/bench_chunk_cache.py, results/chunk_cache.md: DP penalty, n = 10⁵, 4 chains, CPU
-# time, with ÷ without): cost 7, 8, 15 (sum of squares, circle, banana) 3.1×, 2.1×, 3.3× SLOWER
-# with it (the pass costs less than storing the rows); cost 31, 49, 51, 61, 81, 241 (Gaussian
-# d = 3, mixture, logistic regression d = 5, 10, 20, 10-d Gaussian) 1.31×, 0.99×, 1.29×, 1.16×,
-# 1.13×, 1.20× faster. Below this bound the pass keeps evaluating the model twice.
+# time, without ÷ with): cost 7, 8, 15 (sum of squares, circle, banana) 0.39×, 0.60×, 0.33×
+# (SLOWER with it: the pass costs less than storing the rows); cost 31, 49, 51, 61, 81, 241
+# (Gaussian d = 3, mixture, logistic regression d = 5, 10, 20, 10-d Gaussian) 1.31×, 1.01×,
+# 1.20×, 1.33×, 1.07×, 1.13× faster. Below this bound the pass keeps evaluating
+# the model twice.
 CACHE_MIN_COST = 24
 
 # Primitives that only move or relabel data (cost 0) and the transcendental ones (cost 16 per
