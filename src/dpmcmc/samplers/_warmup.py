@@ -234,17 +234,19 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
                           keep(diag, s.diagonal), keep(mean, s.mean), keep(m2, s.m2),
                           keep(seen, s.seen), t + 1)
 
-    cached = None
-    if build(overrides(jnp.ones((), jnp.float64), diag0)).cached is not None:
-        # The inner kernel's chunk-local cache depends on its position only, never on the
-        # adapted step or diagonal, so it passes through the adaptation unchanged.
-        def cache_init(s: AdaptState, data):
-            return build(overrides(s.scale, s.diagonal)).cached.init(s.inner, data)
+    # The inner kernel's chunk-local cache (if it has one) depends on its position only, never on
+    # the adapted step or diagonal, so it passes through the adaptation unchanged; an inner
+    # kernel without one gets an empty cache (None) and its plain step.
+    def cache_init(s: AdaptState, data):
+        inner = build(overrides(s.scale, s.diagonal))
+        return None if inner.cached is None else inner.cached.init(s.inner, data)
 
-        def cached_step(key, s: AdaptState, cache, data):
-            new_inner, cache, info = build(overrides(s.scale, s.diagonal)).cached.step(
-                key, s.inner, cache, data)
-            return adapt(s, new_inner, info), cache, info
+    def cached_step(key, s: AdaptState, cache, data):
+        inner = build(overrides(s.scale, s.diagonal))
+        if cache is None:
+            new_inner, info = inner.step(key, s.inner, data)
+        else:
+            new_inner, cache, info = inner.cached.step(key, s.inner, cache, data)
+        return adapt(s, new_inner, info), cache, info
 
-        cached = ChunkCache(cache_init, cached_step)
-    return Kernel(init, step, cached)
+    return Kernel(init, step, ChunkCache(cache_init, cached_step))
