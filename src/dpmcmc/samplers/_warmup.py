@@ -242,11 +242,11 @@ def adaptive_kernel(build: Callable[[dict], Kernel], adaptation: Adaptation, bas
         return None if inner.cached is None else inner.cached.init(s.inner, data)
 
     def cached_step(key, s: AdaptState, cache, data):
-        inner = build(overrides(s.scale, s.diagonal))
         if cache is None:
-            new_inner, info = inner.step(key, s.inner, data)
-        else:
-            new_inner, cache, info = inner.cached.step(key, s.inner, cache, data)
+            new, info = step(key, s, data)
+            return new, None, info
+        new_inner, cache, info = build(overrides(s.scale, s.diagonal)).cached.step(
+            key, s.inner, cache, data)
         return adapt(s, new_inner, info), cache, info
 
     return Kernel(init, step, ChunkCache(cache_init, cached_step))

@@ -26,8 +26,9 @@ released sum (counted as clipped); never a rejection, never an error (docs/nonfi
 Chunk-local cache: the kernel's ``cached`` step (:class:`~dpmcmc.samplers._types.ChunkCache`)
 reads ℓ_j(θ) of every record from a cache the chain driver builds when a compiled chunk starts
 and carries through the chunk (ℓ_j(θ') replaces it after an accepted move), so an iteration
-evaluates the model once per record, not twice: the same release bit for bit, at about half the
-cost of the pass when the model dominates it (10-d Gaussian preset, benchmarks/README.md). The
+evaluates the model once per record, not twice: the same release bit for bit, used where the
+model is expensive enough for that to pay (1.1–1.3× faster per iteration on the models measured,
+benchmarks/results/chunk_cache.md; slower on cheap ones, where it stays off). The
 cache holds n floats per chain computed from the raw data, NOT private: it never leaves the
 chunk (no state, draw, ``Info`` or checkpoint holds it).
 """
