@@ -51,6 +51,68 @@ def test_vectorize_columns_matches_vmap(name):
     g2 = jax.jit(jr.small_operand_first(
         jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x)))))(ts)
     np.testing.assert_allclose(g2, gref, rtol=1e-13, atol=1e-13)
+    # Per-record gradients, one record's gradient jaxpr replayed over the rows (method="vmap"),
+    # with θ's static slices resolved to its elements (record_gradient) or by plain jax.grad.
+    for grad in (jr.record_gradient, jax.grad):
+        g3 = jax.jit(jr.vectorize_columns(grad(f), (False, True)))(t, x)
+        np.testing.assert_allclose(g3, gref, rtol=1e-13, atol=1e-13)
+
+
+def test_record_gradient_resolves_static_slices_of_theta():
+    """A static slice of θ is the element itself: the gradient has no pad (the transpose of a
+    slice) where jax.grad has one per slice; other uses of θ still see the whole vector."""
+    f = FNS["at_add"]  # t[0] ** 2 (a slice) and t.at[1].add (a use of the whole vector)
+    t, x = jnp.asarray([0.3, -0.2, 0.5]), jnp.asarray([1.0, 2.0, -1.0])
+
+    def prims(fn):
+        return [e.primitive.name for e in jax.make_jaxpr(fn)(t, x).jaxpr.eqns]
+    assert "pad" in prims(jax.grad(f)) and "pad" not in prims(jr.record_gradient(f))
+    np.testing.assert_allclose(jr.record_gradient(f)(t, x), jax.grad(f)(t, x), rtol=1e-15)
+    # Strided and multi-element slices, and a squeeze of a one-element slice.
+    g = lambda t, x: jnp.sum(t[::2] * x[:2]) + t[1:2].squeeze() ** 3 + jnp.dot(t, x)
+    assert "pad" not in prims(jr.record_gradient(g))
+    np.testing.assert_allclose(jr.record_gradient(g)(t, x), jax.grad(g)(t, x), rtol=1e-15)
+
+
+def test_auto_gradients_are_per_record_exactly_where_the_layout_says():
+    """``method="auto"``: per-record gradients on DP-HMC's default CPU layout of a model with
+    ≤ 4 parameters (one block of all rows here), the broadcast-θ reverse pass in blocks of 4096
+    rows and for more parameters; the same clipped sums either way."""
+    from dpmcmc.models import Model, banana, gaussian
+    from dpmcmc.samplers import ALGORITHMS
+    from dpmcmc.samplers._layout import prepare_data
+    from dpmcmc.samplers._passes import clipped_grad_sum, per_example_grads
+
+    n = 9000
+    rng = np.random.default_rng(3)
+    g6 = gaussian(np.eye(6) * 2.0)  # as a user writes it: the per-record function only
+    g6 = Model(g6.log_likelihood, g6.log_prior, g6.dim)
+    for model in (banana(2, a=5.0, batch_functions=False), g6):
+        data = rng.normal(size=(n, model.dim)) + 0.5
+        theta = jnp.asarray(rng.normal(size=model.dim) * 0.3)
+        # About half the gradients clipped.
+        bound = float(np.median(np.linalg.norm(per_example_grads(model, theta, data), axis=1)))
+        spec = ALGORITHMS["dp-hmc"]
+        p = spec.prepare(dict(tau_l=0.1, tau_g=0.5, clip=0.1, grad_clip=bound, step_size=0.01,
+                              leapfrog_steps=2, grad_dtype="float64"), model, n)
+        laid = spec.layout(data, p, model)
+        small = model.dim <= 4
+        assert laid.blocks.shape[-1] == (n if small else 4096)
+
+        def trace(method, d=laid):
+            return str(jax.make_jaxpr(lambda th: clipped_grad_sum(model, d, th, bound,
+                                                                  method=method))(theta))
+        auto = trace("auto")
+        assert (auto == trace("vmap")) == small and (auto == trace("reverse")) == (not small)
+        ref = clipped_grad_sum(model, data, theta, bound, method="reverse")
+        for method in ("auto", "vmap"):
+            got = clipped_grad_sum(model, laid, theta, bound, method=method)
+            np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
+            assert int(got[1]) == int(ref[1])
+        assert 0 < int(ref[1]) < n  # some, not all, gradients clipped
+        if small:
+            blocked = prepare_data(data, model=model, block_size=4096, grad_dtype="float64")
+            assert trace("auto", blocked) == trace("reverse", blocked)
 
 
 def _dots(closed):

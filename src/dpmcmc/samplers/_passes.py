@@ -25,13 +25,25 @@ parameters the clipped gradient sum is one fused expression (:func:`_clipped_col
 
 Per-example gradients
 ---------------------
-``method="auto"`` uses ``model.grad_log_likelihood_batch`` when the model supplies one, else
-``"reverse"``: ONE reverse-mode pass of ``Σ_j ℓ(θ_j, x_j)`` with respect to a broadcast copy
-``θ_j = θ`` per row, whose gradient is exactly the matrix of per-example gradients. XLA fuses
-that into elementwise loops; ``vmap(grad(ℓ))`` (``"vmap"``) measured 1.05–3× and forward mode
-(``"forward"``: one JVP per dimension, θ-only computations kept unbatched, the better choice
-when the likelihood transforms θ expensively, e.g. a Cholesky factor) 2.5–3.8× slower on the
-presets' DP-HMC iterations (benchmarks/README.md).
+``method="auto"`` uses ``model.grad_log_likelihood_batch`` when the model supplies one. Else,
+on CPU, for a model with at most 4 parameters on column-major blocks of more than 8192 rows
+(:func:`~dpmcmc.samplers._layout.record_gradients`; DP-HMC's default layout gives such models
+blocks of up to 131072 rows), ``"vmap"``: the gradient of ONE record's log-likelihood, its
+jaxpr replayed over the rows by :func:`vectorize_columns` with θ's static slices resolved to
+its elements (:func:`record_gradient`), so that the clipped sum is a few elementwise loops over
+the block, which XLA splits over the CPU's threads (DP-HMC on the banana preset, 4 chains,
+n = 10⁵, wall clock: 31–33 → 11.4 ms per iteration, the fastest hand-written program 10.3 ms;
+benchmarks/README.md, run 5). Otherwise ``"reverse"``: ONE reverse-mode pass of
+``Σ_j ℓ(θ_j, x_j)`` with respect to a broadcast copy ``θ_j = θ`` per row, whose gradient is
+exactly the matrix of per-example gradients; its transposed slices of θ become padded
+``(dim, rows)`` arrays, which cost little in blocks of 4096 rows (in one block of 10⁵ rows the
+banana's iteration took 25 ms by it). On the 10-d Gaussian the per-record pass measured
+1.6× SLOWER than the reverse one (its per-record products become one small product per row),
+hence the limit on the dimension. ``jax.vmap(grad(ℓ))`` (``"vmap"`` on row-major blocks, or with
+``columnar=False``) measured 1.05–3× and forward mode (``"forward"``: one JVP per dimension,
+θ-only computations kept unbatched, the better choice when the likelihood transforms θ
+expensively, e.g. a Cholesky factor) 2.5–3.8× slower than ``"reverse"`` on the presets' DP-HMC
+iterations (benchmarks/README.md).
 
 Precision
 ---------
@@ -61,9 +73,11 @@ import numpy as np
 from jax.extend import core as jax_core
 
 from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, small_operand_first,
-                                            unroll_small_reductions, vectorize_columns)
-from dpmcmc.samplers._layout import PreparedData, prepare_data, resolve_grad_dtype
+from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, record_gradient,
+                                            small_operand_first, unroll_small_reductions,
+                                            vectorize_columns)
+from dpmcmc.samplers._layout import (CPU_BLOCK_SIZE, RECORD_GRAD_MAX_DIM, PreparedData,
+                                     prepare_data, record_gradients, resolve_grad_dtype)
 
 Array = Any
 
@@ -118,11 +132,16 @@ def _block_loglik(model, theta: Array, xb: Array, column_major: bool, *, columna
 def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str, *,
                  columnar: bool = True) -> Array:
     """Per-example gradients of one block: ``(dim, m)`` if column-major, else ``(m, dim)``."""
-    if method == "auto":
-        method = "supplied" if model.grad_log_likelihood_batch is not None else "reverse"
     axis = -1 if column_major else 0
     m = xb.shape[axis]
     dim = theta.shape[0]
+    if method == "auto":
+        if model.grad_log_likelihood_batch is not None:
+            method = "supplied"
+        elif dim <= RECORD_GRAD_MAX_DIM and record_gradients(model, column_major, columnar, m):
+            method = "vmap"
+        else:
+            method = "reverse"
     if method == "supplied":
         g = model.grad_log_likelihood_batch(theta, _rows(xb, column_major))
         return g.T if column_major else g
@@ -144,6 +163,10 @@ def _block_grads(model, theta: Array, xb: Array, column_major: bool, method: str
         basis = jnp.eye(dim, dtype=theta.dtype)
         return jax.vmap(lin, out_axes=0 if column_major else 1)(basis)
     if method == "vmap":
+        if column_major and columnar:
+            # One record's gradient, its jaxpr replayed over the rows (rows kept last).
+            return vectorize_columns(record_gradient(model.log_likelihood), (False, True))(
+                theta, xb)
         g = jax.vmap(jax.grad(model.log_likelihood), in_axes=(None, axis))(theta, xb)
         return g.T if column_major else g
     raise ValueError(f"method must be one of {GRAD_METHODS}, got {method!r}")
@@ -165,6 +188,7 @@ def per_example_grads(model, theta: Array, data: Array, method: str = "auto") ->
         Rows (row-major).
     method : {"auto", "reverse", "forward", "vmap"}
         ``"auto"``: the model's ``grad_log_likelihood_batch`` if supplied, else ``"reverse"``
+        (``"vmap"``, per-record gradients, on the blocks named in the module docstring)
         (see the module docstring).
     """
     if method not in GRAD_METHODS:
@@ -318,8 +342,22 @@ def _clipped_columns(g: Array, bound: Array, mask: Array, acc) -> tuple[Array, A
     finite = jnp.isfinite(sq)
     keep = finite & mask
     safe_sq = jnp.where(finite & (sq > 0), sq, 1.0)
-    scale = jnp.where(keep, jnp.minimum(1.0, bound / jnp.sqrt(safe_sq)), 0.0).astype(g.dtype)
     clipped = ((~finite) | (sq > bound * bound)) & mask
+    if g.shape[-1] > 2 * CPU_BLOCK_SIZE:
+        # Large blocks (per-record gradients, see the module docstring): each clipped term is
+        # formed, masked, then summed, so that each sum reads one array; XLA splits these loops
+        # over the threads. The banana's float32 pass (4 chains, one block of 10⁵ rows,
+        # interleaved): 1.13 → 0.93 ms wall, 1.83 → 1.61 ms CPU, the same sums bit for bit. In
+        # blocks of 4096 the same form made XLA split the loops there too: 1.5 → 1.8 ms wall,
+        # 1.6 → 3.0 ms CPU; they keep the mask inside the sum's product.
+        scale = jnp.minimum(1.0, bound / jnp.sqrt(safe_sq)).astype(g.dtype)
+        if comps is not None:
+            total = jnp.stack([jnp.sum(jnp.where(keep, c * scale, 0.0).astype(acc))
+                               for c in comps])
+        else:
+            total = jnp.sum(jnp.where(keep[None, :], g * scale[None, :], 0.0).astype(acc), axis=1)
+        return total, jnp.sum(clipped, dtype=jnp.int32)
+    scale = jnp.where(keep, jnp.minimum(1.0, bound / jnp.sqrt(safe_sq)), 0.0).astype(g.dtype)
     if comps is not None:
         total = jnp.stack([jnp.sum((jnp.where(keep, c, 0.0) * scale).astype(acc)) for c in comps])
     else:
