@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --blackjax
 	$(BIN)/python benchmarks/bench_subsampled.py
 	$(BIN)/python benchmarks/bench_chunk_cache.py
+	$(BIN)/python benchmarks/bench_record_grads.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
