@@ -11,6 +11,11 @@ chains, 3 iterations per compiled call, wall clock and the process's CPU time, t
 interleaved for ``--rounds`` rounds (``bench_limit._interleaved``); writes
 ``results/record_grads.{json,md}``.
 
+A second table times the 2-parameter thesis presets (``thesis-circle``,
+``thesis-correlated-gauss``) with their settings, DP-HMC and DP penalty, as shipped (``preset``:
+no batch functions since this change) against the same model with its factory's row-major
+batch functions put back (``factory batch fns``).
+
 Usage::
 
     python benchmarks/bench_record_grads.py [--rounds 5]
@@ -31,7 +36,8 @@ jax.config.update("jax_enable_x64", True)
 
 from _common import autodiff_model, init_all  # noqa: E402
 from bench_limit import _interleaved, ours_program  # noqa: E402
-from dpmcmc.models import circle, logistic_regression, preset  # noqa: E402
+from dpmcmc.models import (circle, correlated_covariance, gaussian, logistic_regression,  # noqa: E402
+                           preset)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 N, CHAINS, ITERS = 100_000, 4, 3
@@ -65,6 +71,22 @@ def main(argv=None):
             run, kernel, laid, _ = ours_program(model, data, "dp-hmc", dict(PARAMS, **extra), ITERS)
             call = (init_all(kernel, theta, laid), jax.random.key(0), laid)
             programs[f"{name} | {label}"] = (run.lower(*call).compile(), call, ITERS)
+    for name in ("thesis-circle", "thesis-correlated-gauss"):
+        p = preset(name)
+        data = np.asarray(p.data, dtype=np.float64)
+        factory = (circle(p.model.metadata["a"], temperature=p.model.temperature)
+                   if name == "thesis-circle" else
+                   gaussian(correlated_covariance(0.999), prior_cov=p.settings["sigma0_sq"],
+                            temperature=p.model.temperature))
+        start = np.asarray(p.posterior_mean if p.posterior_mean is not None else np.ones(2))
+        theta = jnp.asarray(start + 0.01 * np.arange(CHAINS)[:, None])
+        for alg, setting in p.settings["algorithms"].items():
+            params = {k: v for k, v in setting.items() if k != "source"}
+            iters = ITERS if alg == "dp-hmc" else 30
+            for label, model in (("preset", p.model), ("factory batch fns", factory)):
+                run, kernel, laid, _ = ours_program(model, data, alg, params, iters)
+                call = (init_all(kernel, theta, laid), jax.random.key(0), laid)
+                programs[f"{name} {alg} | {label}"] = (run.lower(*call).compile(), call, iters)
     t0 = time.perf_counter()
     series = _interleaved(programs, args.rounds, 0.4)
     for key, (wall, cpu) in series.items():
@@ -84,10 +106,23 @@ def main(argv=None):
              "| model | variant | wall ms | CPU ms | new ÷ this (wall) |", "|---|---|---|---|---|"]
     by = {(r["model"], r["variant"]): r for r in rows}
     for r in rows:
+        if r["variant"] in ("preset", "factory batch fns"):
+            continue
         new = np.asarray(by[(r["model"], "new")]["wall_ms"])
         w, c = np.asarray(r["wall_ms"]), np.asarray(r["cpu_ms"])
         lines.append(f"| {r['model']} | {r['variant']} | {np.median(w):.2f} ({w.min():.2f}–"
                      f"{w.max():.2f}) | {np.median(c):.2f} | {np.median(new / w):.2f} |")
+    lines += ["", "2-parameter thesis presets, their settings: as shipped (`preset`) and with the "
+              "factory's batch functions (`factory batch fns`).", "",
+              "| preset, algorithm | variant | wall ms | CPU ms | preset ÷ this (wall) |",
+              "|---|---|---|---|---|"]
+    for r in rows:
+        if r["variant"] not in ("preset", "factory batch fns"):
+            continue
+        ref = np.asarray(by[(r["model"], "preset")]["wall_ms"])
+        w, c = np.asarray(r["wall_ms"]), np.asarray(r["cpu_ms"])
+        lines.append(f"| {r['model']} | {r['variant']} | {np.median(w):.3f} ({w.min():.3f}–"
+                     f"{w.max():.3f}) | {np.median(c):.3f} | {np.median(ref / w):.2f} |")
     (RESULTS / "record_grads.md").write_text("\n".join(lines) + "\n")
 
 
