@@ -298,9 +298,10 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
         ndev = int(mesh.shape[axis_name])
     record_grads = grad_dtype is not None and record_gradients(model, column_major, columnar)
     bs = auto_block_size(n, block_size, record_grads=record_grads)
-    if bs is None or (block_size is None and record_grads):
-        # Default blocks never leave a device with only padding.
-        bs = -(-n // ndev) if bs is None else min(bs, -(-n // ndev))
+    if bs is None:
+        bs = -(-n // ndev)
+    elif block_size is None and record_grads:
+        bs = min(bs, -(-n // ndev))  # large default blocks never leave a device only padding
     bs = int(min(bs, n))
     nb = -(-n // bs)
     nb = -(-nb // ndev) * ndev
