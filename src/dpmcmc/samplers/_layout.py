@@ -54,6 +54,7 @@ __all__ = [
     "CPU_BLOCK_SIZE",
     "RECORD_GRAD_BLOCK_SIZE",
     "RECORD_GRAD_MAX_DIM",
+    "large_block",
     "record_gradients",
     "GRAD_DTYPES",
 ]
@@ -66,6 +67,13 @@ RECORD_GRAD_MAX_DIM = 4
 #: Rows per block (at most) of a layout for per-record gradient passes on CPU (see
 #: :func:`auto_block_size`).
 RECORD_GRAD_BLOCK_SIZE = 131072
+
+
+def large_block(rows: int) -> bool:
+    """Whether a block of ``rows`` rows is large enough that XLA splitting a pass's loops over
+    the CPU's threads pays (more than ``2 * CPU_BLOCK_SIZE`` rows): per-record gradients and
+    the masked-term form of the clipped sum are used there only (see :func:`auto_block_size`)."""
+    return rows > 2 * CPU_BLOCK_SIZE
 #: Accepted values of ``grad_dtype`` (DP-HMC's builder and layout, ``dpmcmc.sample`` parameters).
 GRAD_DTYPES = ("float32", "float64")
 
@@ -101,7 +109,7 @@ def record_gradients(model, column_major: bool, columnar: bool = True,
     """
     return (model is not None and column_major and columnar and jax.default_backend() == "cpu"
             and model.grad_log_likelihood_batch is None and int(model.dim) <= RECORD_GRAD_MAX_DIM
-            and (block_rows is None or block_rows > 2 * CPU_BLOCK_SIZE))
+            and (block_rows is None or large_block(block_rows)))
 
 
 def auto_block_size(n: int, block_size: Optional[int] = None, *,

@@ -76,8 +76,8 @@ from dpmcmc.samplers._clip import clip_gradients, clip_ratios
 from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, record_gradient,
                                             small_operand_first, unroll_small_reductions,
                                             vectorize_columns)
-from dpmcmc.samplers._layout import (CPU_BLOCK_SIZE, PreparedData, prepare_data,
-                                     record_gradients, resolve_grad_dtype)
+from dpmcmc.samplers._layout import (PreparedData, large_block, prepare_data, record_gradients,
+                                     resolve_grad_dtype)
 
 Array = Any
 
@@ -344,7 +344,7 @@ def _clipped_columns(g: Array, bound: Array, mask: Array, acc) -> tuple[Array, A
     safe_sq = jnp.where(finite & (sq > 0), sq, 1.0)
     clipped = ((~finite) | (sq > bound * bound)) & mask
     scale = jnp.minimum(1.0, bound / jnp.sqrt(safe_sq))
-    if g.shape[-1] > 2 * CPU_BLOCK_SIZE:
+    if large_block(g.shape[-1]):
         # Large blocks (per-record gradients, see the module docstring): each clipped term is
         # formed, masked, then summed, so that each sum reads one array; XLA splits these loops
         # over the threads. The banana's float32 pass (4 chains, one block of 10⁵ rows,
