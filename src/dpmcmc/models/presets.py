@@ -342,12 +342,15 @@ def _thesis(name, n, key):
     label, d, n_table, n0, a, s0, _ = _THESIS_ROWS[name]
     n, temperature = _thesis_size(name, n)
     n, key = _resolve(name, n, key, n_table)
+    if name == "thesis-circle":
+        model = circle(a, temperature=temperature, name=name)
+    elif name == "thesis-correlated-gauss":
+        model = gaussian(correlated_covariance(0.999), prior_cov=s0, temperature=temperature,
+                         theta_true=(0.0, 3.0), name=name)
+    else:
+        model = banana(d, a=a, b=0.0, m=0.0, sigma_sq=(20.0, 2.5), sigma0_sq=s0,
+                       temperature=temperature, name=name, batch_functions=a == 0.0)
     if name in ("thesis-circle", "thesis-correlated-gauss"):
-        if name == "thesis-circle":
-            model = circle(a, temperature=temperature, name=name)
-        else:
-            model = gaussian(correlated_covariance(0.999), prior_cov=s0, temperature=temperature,
-                             theta_true=(0.0, 3.0), name=name)
         # 2 parameters: DP-HMC's per-record gradients and the column-major ratio pass beat the
         # factories' row-major batch functions, which the presets leave out as the banana ones
         # do (benchmarks/bench_record_grads.py, n = 10⁵ / 2·10⁵, 4 chains, the presets'
@@ -356,9 +359,6 @@ def _thesis(name, n, key):
         # 13.6 → 4.4 ms).
         model = dataclasses.replace(model, log_likelihood_batch=None,
                                     grad_log_likelihood_batch=None)
-    else:
-        model = banana(d, a=a, b=0.0, m=0.0, sigma_sq=(20.0, 2.5), sigma0_sq=s0,
-                       temperature=temperature, name=name, batch_functions=a == 0.0)
     data = model.metadata["generate_data"](key, n)
     settings = _thesis_settings(name, n, d, temperature)
     desc = f"001 Table 5.1 row '{label}': d = {d}, n = {n_table}"

@@ -74,6 +74,8 @@ def large_block(rows: int) -> bool:
     the CPU's threads pays (more than ``2 * CPU_BLOCK_SIZE`` rows): per-record gradients and
     the masked-term form of the clipped sum are used there only (see :func:`auto_block_size`)."""
     return rows > 2 * CPU_BLOCK_SIZE
+
+
 #: Accepted values of ``grad_dtype`` (DP-HMC's builder and layout, ``dpmcmc.sample`` parameters).
 GRAD_DTYPES = ("float32", "float64")
 
@@ -101,8 +103,8 @@ def record_gradients(model, column_major: bool, columnar: bool = True,
 
     True on the CPU backend for a model with at most :data:`RECORD_GRAD_MAX_DIM` parameters that
     supplies no vectorised gradient, on column-major blocks vectorised by
-    :func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`, of more than ``2 * 4096`` rows
-    (``block_rows``; None: the layout is still to be chosen). Smaller blocks keep the
+    :func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`, of ``block_rows`` rows that pass
+    :func:`large_block` (None: the layout is still to be chosen). Smaller blocks keep the
     broadcast-θ reverse pass: XLA splits the per-record pass's loops over threads even there,
     which costs more than it gains (see :func:`auto_block_size`). Decided from the model's
     structure and the shapes, never from data.

@@ -187,9 +187,8 @@ def per_example_grads(model, theta: Array, data: Array, method: str = "auto") ->
     data : array (m, ...)
         Rows (row-major).
     method : {"auto", "reverse", "forward", "vmap"}
-        ``"auto"``: the model's ``grad_log_likelihood_batch`` if supplied, else ``"reverse"``
-        (``"vmap"``, per-record gradients, on the blocks named in the module docstring)
-        (see the module docstring).
+        ``"auto"``: the model's ``grad_log_likelihood_batch`` if supplied, else per-record
+        gradients (``"vmap"``) or ``"reverse"``, as the module docstring says.
     """
     if method not in GRAD_METHODS:
         raise ValueError(f"method must be one of {GRAD_METHODS}, got {method!r}")
