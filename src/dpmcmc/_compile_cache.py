@@ -354,6 +354,6 @@ class _LRU:
         return len(self._data)
 
 
-#: Jitted chunk and initialisation functions of recent runs. Bounded: an entry holds a model
-#: and its compiled executables, which hold no data.
-PROGRAMS = _LRU(maxsize=32)
+#: Jitted chunk, initialisation and start-check functions of recent runs. Bounded: an entry
+#: holds a model and its compiled executables, which hold no data.
+PROGRAMS = _LRU(maxsize=64)

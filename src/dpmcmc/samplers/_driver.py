@@ -365,7 +365,8 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         Show a progress bar (iteration count only) updated between compiled chunks.
     chunk_size : int, optional
         Iterations per compiled chunk. Default: the whole run in one chunk without a progress bar,
-        about ``num_iterations / 20`` with one. The draws do not depend on it.
+        about ``num_iterations / 20`` with one, rounded up by :func:`chunk_length` so that runs
+        of nearby lengths share one compiled program. The draws do not depend on it.
     secure_secret : uint32 array (8,), optional
         Secure mode: the run's secret 256-bit ChaCha20 key. Every privacy-noise draw
         (:func:`dpmcmc.samplers._mechanisms.noise_normal`) is then ChaCha20 output under this key
@@ -389,8 +390,10 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
 
     Returns
     -------
-    positions : jax array (chains, num_iterations, dim)
-        The state after each iteration (``theta0`` itself is not included).
+    positions : array (chains, num_iterations, dim)
+        The state after each iteration (``theta0`` itself is not included): the chunk's JAX
+        array for a run of one chunk of exactly its length, a NumPy array otherwise (and the
+        infos likewise).
     infos : Info pytree
         Each field with leading axes ``(chains, num_iterations)``. Its clip fractions are NOT
         private; for a private sampler ``accepted``/``diverged`` are covered by the guarantee
@@ -422,6 +425,30 @@ def _secure_builder(kernel, what: str):
         pass  # no signature to inspect (a builtin): let the call itself decide
 
 
+def chunk_length(iterations: int) -> int:
+    """The compiled chunk length for ``iterations`` per chunk: the smallest ``m * 2**k >=
+    iterations`` with ``m`` in 4..7 (1..8 as they are).
+
+    The chunk program skips the iterations past a run's end (see :func:`_make_chunk_runner`),
+    so runs whose lengths fall in one bucket share one program: the same model and parameters
+    at another ε (another run length) are not compiled again. At most a quarter of a chunk is
+    skipped: one predicate per skipped iteration, and its unused rows of the output buffer.
+    """
+    iterations = int(iterations)
+    if iterations <= 8:
+        return iterations
+    k = iterations.bit_length() - 3
+    return -(-iterations >> k) << k
+
+
+def default_chunk(num_iterations: int, progress: bool) -> int:
+    """The chunk length ``run_chains`` compiles when given no ``chunk_size``: the whole run
+    without a progress bar, about ``num_iterations / DEFAULT_PROGRESS_CHUNKS`` with one, each
+    rounded up by :func:`chunk_length`."""
+    per = max(1, -(-num_iterations // DEFAULT_PROGRESS_CHUNKS)) if progress else num_iterations
+    return chunk_length(per)
+
+
 def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_size,
                     secure_secret, resume, on_chunk, cache_key):
     build = _builder(kernel)
@@ -438,11 +465,12 @@ def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_s
     if chains < 1:
         raise ValueError("theta0 must hold at least one chain")
     if chunk_size is None:
-        chunk_size = max(1, -(-num_iterations // DEFAULT_PROGRESS_CHUNKS)) if progress else num_iterations
+        chunk_size = default_chunk(num_iterations, progress)
     elif (isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
           or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    chunk_size = min(int(chunk_size), num_iterations)
+    else:
+        chunk_size = min(int(chunk_size), num_iterations)
     secure = secure_secret is not None
     if secure:
         secure_secret = jnp.asarray(secure_secret)
@@ -530,8 +558,9 @@ def _run_chains(build, theta0, key, num_iterations, chains, chunk_size, progress
             state, (pos, info) = runner(state, chain_keys, jnp.uint32(done),
                                         jnp.uint32(done + length), secret_arg, data)
             if length < chunk_size:
-                pos = pos[:, :length]
-                info = jax.tree.map(lambda a: a[:, :length], info)
+                # Sliced in NumPy: an eager JAX slice compiles a program per shape.
+                pos = np.asarray(pos)[:, :length]
+                info = jax.tree.map(lambda a: np.asarray(a)[:, :length], info)
             positions.append(pos)
             infos.append(info)
             done += length
@@ -547,8 +576,9 @@ def _run_chains(build, theta0, key, num_iterations, chains, chunk_size, progress
 
     if len(positions) == 1:
         return positions[0], infos[0]
-    pos = jnp.concatenate(positions, axis=1)
-    info = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *infos)
+    # Joined on the host (the draws go there anyway): jnp.concatenate would compile per shape.
+    pos = np.concatenate([np.asarray(p) for p in positions], axis=1)
+    info = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1), *infos)
     return pos, info
 
 
@@ -603,7 +633,9 @@ def _compiled_chunk_x64(kernel, theta0, key, length, data, secure_secret, cache_
     # Through the program cache: with a cache key (``dpmcmc.sample``'s) the program is compiled
     # here exactly as a run of ``length`` iterations without progress bar compiles it, and such
     # a run then reuses this executable.
-    chunk = _chunk_program(build, int(length), state, chain_keys, secure, data, cache_key)
+    length = int(length)
+    chunk = _chunk_program(build, default_chunk(length, False), state, chain_keys, secure, data,
+                           cache_key)
     secret = jnp.asarray(secure_secret) if secure else jnp.zeros(8, jnp.uint32)
     args = (state, chain_keys, jnp.uint32(0), jnp.uint32(length), secret, data)
     compiled = chunk.run.lower(*args).compile()
