@@ -8,7 +8,7 @@ False-alarm rates (ε = 3, δ = 1e-5, 8 iterations, b = n = 104, claim 2.993). W
 per data set twelve seeds gave ε_lower = 1.33 ± 0.29 (sd; min 0.69) for the calibrated
 sampler: the fast check "0.45 ≤ ε_lower ≤ claim" sits 3 sd below / 5.7 sd above (false alarm
 < 0.2 % under a normal approximation). The noise × 0.3 variant gives 5.4–5.5 (flag at 2.99:
-far). The sensitivity-under-counted variant gave 3.09 ± 0.29 at 2·10⁵ runs, too close to the
+far), and 4.54 ± 0.30 at the 5·10⁴ runs of its fast test (5.2 sd above the flag line). The sensitivity-under-counted variant gave 3.09 ± 0.29 at 2·10⁵ runs, too close to the
 claim for a reliable fast test, so it runs with the default 10⁶ runs (slow; 3.85 with its key,
 3.52 with another). Every test uses a fixed key, so its outcome is reproducible.
 """
@@ -27,6 +27,7 @@ from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
 from dpmcmc.samplers.barker import tapped_dp_barker
+from _audit_cli import cli_audit
 
 EPSILON, DELTA, FAST_TRIALS = 3.0, 1e-5, 200_000
 ENTRY = AUDITS["dp-barker"]
@@ -54,9 +55,9 @@ def test_design_is_cancelling_and_far():
 def test_noiseless_releases_are_the_assumed_means_and_variances():
     design, p = _prepared(52)
     b = p["batch_size"]
+    kernel = _kernel(p, mechanism=noiseless_mechanism, correction=logistic_correction)
+    step = jax.jit(kernel.transition)  # the data are its argument: one program for D and D'
     for data, prime in ((design.data, False), (design.data_prime, True)):
-        kernel = _kernel(p, mechanism=noiseless_mechanism, correction=logistic_correction)
-        step = jax.jit(kernel.transition)
         s = kernel.init(design.theta0, data)
         for t in range(6):
             s, info, taps = step(jax.random.fold_in(jax.random.key(7), t), s, data)
@@ -71,15 +72,23 @@ def test_noiseless_releases_are_the_assumed_means_and_variances():
 
 
 def test_audit_tap_leaves_the_chain_unchanged():
+    # The tapped and the plain kernel step in ONE compiled program (one compilation; eagerly,
+    # op by op, each step compiled dozens of small programs): any difference in what they
+    # compute (keys, noise, correction, acceptance) still shows in the positions, bit for bit.
     design, p = _prepared(52)
     tapped = _kernel(p)
     plain = ALGORITHMS["dp-barker"].build(design.model, p)
     data = design.data
-    st, sp = tapped.init(design.theta0, data), plain.init(design.theta0, data)
-    for t in range(6):
-        k = jax.random.fold_in(jax.random.key(3), t)
+
+    @jax.jit
+    def both(k, st, sp, data):
         st, it, _ = tapped.transition(k, st, data)
         sp, ip = plain.step(k, sp, data)
+        return st, it, sp, ip
+
+    st, sp = tapped.init(design.theta0, data), plain.init(design.theta0, data)
+    for t in range(6):
+        st, it, sp, ip = both(jax.random.fold_in(jax.random.key(3), t), st, sp, data)
         np.testing.assert_array_equal(np.asarray(st.position), np.asarray(sp.position))
         assert bool(it.accepted) == bool(ip.accepted)
 
@@ -98,8 +107,17 @@ def test_statistic_is_the_exact_log_likelihood_ratio():
     assert float(ENTRY.release_statistic(taps, p, b)) == pytest.approx(expected, rel=1e-12)
 
 
-def test_claim_is_the_default_accountant_and_the_smallest_batch():
-    res = audit("dp-barker", EPSILON, DELTA, trials=2000, key=jax.random.key(1))
+@pytest.fixture(scope="module")
+def calibrated():
+    """The calibrated audit (ε = 3, δ = 1e-5: the CLI's defaults; --seed s is
+    jax.random.key(s)), run once through the CLI: (its printed JSON, its AuditResult). The claim,
+    calibrated and CLI tests read it (one audit program, ~3 CPU-s, instead of three)."""
+    return cli_audit("dp-barker", "--trials", str(FAST_TRIALS), "--seed", "401")
+
+
+@pytest.mark.xla_optimized  # its audit is the calibrated one (fixture): 2·10⁵ runs at level 1
+def test_claim_is_the_default_accountant_and_the_smallest_batch(calibrated):
+    res = calibrated[1]
     assert res.n == res.params["batch_size"] == 104
     direct = accounting.spent("dp-barker", res.iterations, DELTA, res.n, chains=1, accountant="rdp-direct",
                               batch_size=res.n)
@@ -111,17 +129,21 @@ def test_claim_is_the_default_accountant_and_the_smallest_batch():
 
 
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
-def test_calibrated_barker_passes():
-    res = audit("dp-barker", EPSILON, DELTA, trials=FAST_TRIALS, key=jax.random.key(401))
+def test_calibrated_barker_passes(calibrated):
+    res = calibrated[1]
+    assert res.trials == FAST_TRIALS and res.miscalibration is None
     assert res.all_clipped >= 0.95
     assert 0.45 <= res.epsilon_lower <= res.epsilon_claimed
     assert not res.flagged
     assert res.epsilon_lower_draws <= res.epsilon_claimed
 
 
-@pytest.mark.xla_optimized  # 2·10⁵ audit runs: compiled at XLA level 1 (tests/conftest.py)
+# noise × 0.3 at 5·10⁴ runs: 20 disjoint blocks of 5·10⁴ runs (10⁶ runs of the real kernel,
+# another key) gave ε_lower = 4.54 ± 0.30 (sd; min 4.02), 5.2 sd above the flag line 2.993 (a
+# miss has probability < 1e-6 under a normal approximation); at 2·10⁵ runs it was 5.22 ± 0.27.
+@pytest.mark.xla_optimized  # 5·10⁴–10⁶ audit runs: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("variant,trials", [
-    ({"noise_scale": 0.3}, FAST_TRIALS),
+    ({"noise_scale": 0.3}, 50_000),
     pytest.param({"sensitivity_factor": 0.5}, 1_000_000, marks=pytest.mark.slow),
 ], ids=["noise-x0.3", "sensitivity-undercounted-x2"])
 def test_miscalibrated_barker_is_flagged(variant, trials):
@@ -131,19 +153,15 @@ def test_miscalibrated_barker_is_flagged(variant, trials):
     assert not hasattr(_mechanisms, "_MISCALIBRATION")  # no process-global setting exists
 
 
-def test_cli_audit_dp_barker_json():
+@pytest.mark.xla_optimized  # its audit is the calibrated one (fixture): 2·10⁵ runs at level 1
+def test_cli_audit_dp_barker_json(calibrated):
     import json
 
-    from typer.testing import CliRunner
-
-    from dpmcmc.cli import app
-
-    out = CliRunner().invoke(app, ["audit", "dp-barker", "--trials", "20000", "--seed", "5", "--json"])
-    assert out.exit_code == 0, out.output
-    obj = json.loads(out.stdout)
-    assert obj["algorithm"] == "dp-barker" and obj["trials"] == 20000 and obj["iterations"] == 8
+    obj, res = calibrated
+    assert obj["algorithm"] == "dp-barker" and obj["trials"] == FAST_TRIALS and obj["iterations"] == 8
     assert 2.9 < obj["epsilon_claimed"] <= 3.0 and obj["n"] == obj["params"]["batch_size"] == 104
     assert 0.0 <= obj["epsilon_lower"] <= obj["epsilon_claimed"] and obj["flagged"] is False
+    assert obj == json.loads(res.to_json())  # it prints the result of dpmcmc.audit.audit
 
 
 # ------------------------------------------------------------------ bounded work
@@ -166,6 +184,27 @@ def test_tiny_epsilon_is_refused_before_any_run(monkeypatch):
     assert time.perf_counter() - start < 30.0  # was still running after 300 s
 
 
+def test_cli_tiny_epsilon_is_refused_with_the_reason_before_any_run(monkeypatch):
+    """`dpmcmc audit dp-barker --epsilon 1e-6` (in-process) exits with status 2 and the reason,
+    before the audit builds its runner. The same through a fresh ``python -m dpmcmc.cli``
+    process is the slow test below (the module entry point and its error exit are guarded by
+    tests/test_experiments.py's subprocess CLI runs)."""
+    from typer.testing import CliRunner
+
+    from dpmcmc.audit import _core
+    from dpmcmc.cli import app
+
+    def no_runner(*args, **kwargs):
+        raise AssertionError("the audit built its runner")
+
+    monkeypatch.setattr(_core, "_make_runner", no_runner)
+    out = CliRunner().invoke(app, ["audit", "dp-barker", "--epsilon", "1e-6"])
+    assert out.exit_code == 2, out.output
+    text = out.output + (out.stderr if out.stderr_bytes is not None else "")
+    assert "epsilon" in text and "records" in text
+
+
+@pytest.mark.slow  # in-process: test_cli_tiny_epsilon_is_refused_with_the_reason_before_any_run
 def test_cli_tiny_epsilon_fails_fast_with_the_reason():
     import subprocess
     import sys

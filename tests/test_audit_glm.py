@@ -2,7 +2,7 @@
 
 The calibration of its mechanisms is guarded in the default suite by
 tests/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round (the
-empirical privacy profile of 20 000 transcripts against the charged composition, with power);
+empirical privacy profile of 2000 transcripts against the charged composition, with power);
 the full audit runs here are `slow`.
 """
 import jax

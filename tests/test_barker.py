@@ -274,10 +274,10 @@ def _exactness_pvalue(final, mean, sd):
 CHAIN_ALPHA = 1e-3
 
 
-def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed):
+def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed, cache_key=None):
     theta0 = jnp.asarray(mean + sd * np.random.default_rng(1000 + seed).normal(size=(chains, 1)))
     pos, info = run_chains(kernel, theta0, jax.random.key(seed), iterations, data=data,
-                           progress=False)
+                           progress=False, cache_key=cache_key)
     return np.asarray(pos[:, -1]), info
 
 
@@ -306,14 +306,32 @@ def test_subsampled_chain_targets_the_tempered_posterior():
     CHAIN_ALPHA), while a chain told a four times larger n0 (T four times too large) visibly
     does not (power check)."""
     n, b, n0 = 4000, 400, 20.0
-    model, data, mean, sd = _gaussian_problem(n, n0, seed=5)
+    _, data, mean, sd = _gaussian_problem(n, n0, seed=5)
+    # The two chains run ONE compiled program (a level-1 compile is ~2 CPU-s): each record
+    # carries a weight w of its log-likelihood, w(x − θ)²/2, data rather than program. With
+    # w = 1 this is _gaussian_model's likelihood. A chain told n0' = 4 n0 is the chain told n0
+    # on w = 4: with k = n0/b and the clip bound c = √b/n0, the release (n0'/b) Σ clip(r, ±√b/n0')
+    # equals (n0/b) Σ clip(4r, ±√b/n0), and s² = (n0'/b)² Σ (r − r̄)² = (n0/b)² Σ (4r − 4r̄)²:
+    # the same chain, draw for draw (up to rounding). (The kernel never reads model.temperature:
+    # its tempering is T = n0/n.)
+    model = Model(log_likelihood=lambda th, x: -0.5 * x[1] * jnp.sum((x[:1] - th) ** 2),
+                  log_prior=lambda th: -0.5 * jnp.sum(th ** 2) / PRIOR_SD ** 2, dim=1)
+    weighted = jnp.concatenate([data, jnp.ones_like(data)], axis=1)
     kernel = build_dp_barker(model, b, n0, jnp.array([0.15]))
-    final, info = _run_from_posterior(kernel, data, mean, sd, 300, 40, seed=31)
+    cache_key = ("tests/test_barker.py::test_subsampled_chain", id(kernel))
+    # 150 chains (300 before: twice the run time). The false-alarm rate is CHAIN_ALPHA at any
+    # number of chains; the power check keeps a wide margin: the chain told 4 n0 ends with
+    # mean z² ≈ 0.35 (0.31 with 300 chains), Σz² ≈ 53 against the rejection bound 97 (χ²₁₅₀
+    # lower 2.5e-4 quantile), 7 of its standard deviations (√(2·0.35²·150) ≈ 6) away; its
+    # p-value is 8e-14 for this key, CHAIN_ALPHA = 1e-3.
+    final, info = _run_from_posterior(kernel, weighted, mean, sd, 150, 40, seed=31,
+                                      cache_key=cache_key)
     assert float(jnp.mean(info.clip_fraction)) < 1e-3
     assert 0.2 < float(jnp.mean(info.accepted)) < 0.9
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
-    wrong = build_dp_barker(model, b, 4 * n0, jnp.array([0.15]))
-    final_w, _ = _run_from_posterior(wrong, data, mean, sd, 300, 40, seed=31)
+    wrong = weighted.at[:, 1].set(4.0)  # the chain told 4 n0
+    final_w, _ = _run_from_posterior(kernel, wrong, mean, sd, 150, 40, seed=31,
+                                     cache_key=cache_key)
     assert _exactness_pvalue(final_w, mean, sd) < CHAIN_ALPHA
 
 

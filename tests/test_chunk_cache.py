@@ -28,7 +28,8 @@ from host_devices import check
 N, DIM, CHAINS, ITERS = 9001, 3, 3, 24
 PARAMS = dict(tau=0.3, clip=2.0, proposal_std=0.015, mode="guided-walk")
 
-pytestmark = pytest.mark.xla_optimized
+# The draws are compared bit for bit at level 1: every test that runs the kernel is marked
+# xla_optimized (test_the_cache_is_used_where_the_model_is_expensive compares no draws).
 
 
 def _model():
@@ -67,19 +68,47 @@ def _uncached(kernel):
     return Kernel(kernel.init, kernel.step)
 
 
-def test_the_cache_changes_no_draw_at_any_chunk_size(setup):
+@pytest.fixture(scope="module")
+def runs(setup):
+    """The uncached reference run, and the cached one in chunks of 5 (its ``on_chunk`` progress
+    kept for test_the_cache_never_leaves_the_chunk): two programs, compiled once for the tests
+    that read them."""
     model, spec, params, laid_out, theta0 = setup
     kernel = _build(model, params)
-    assert isinstance(kernel.cached, ChunkCache)
     key = jax.random.key(5)
-    ref = run_chains(_uncached(kernel), theta0, key, ITERS, data=laid_out, progress=False)
+    seen = []
+    return dict(
+        kernel=kernel, key=key,
+        ref=run_chains(_uncached(kernel), theta0, key, ITERS, data=laid_out, progress=False),
+        chunked=run_chains(kernel, theta0, key, ITERS, data=laid_out, progress=False,
+                           chunk_size=5, on_chunk=seen.append),
+        seen=seen)
+
+
+@pytest.mark.xla_optimized
+def test_the_cache_changes_no_draw_at_any_chunk_size(runs):
+    """Chunks of 5 of 24 iterations: the cache is rebuilt at every chunk start, the last chunk
+    partial. One chunk for the whole run is test_the_cache_changes_no_draw_in_one_chunk (slow)."""
+    assert isinstance(runs["kernel"].cached, ChunkCache)
+    ref = runs["ref"]
     # The test has power only if the chains move (each accepted move replaces the cache).
     assert 0.2 < float(np.mean(ref[1].accepted)) < 0.95
-    for chunk in (None, 5):
-        _equal(run_chains(kernel, theta0, key, ITERS, data=laid_out, progress=False,
-                          chunk_size=chunk), ref)
+    _equal(runs["chunked"], ref)
 
 
+# slow: the cached run in one chunk. Its program is the chunked run's scan at another length
+# (test_the_cache_changes_no_draw_at_any_chunk_size); test_secure_mode_and_warmup_keep_the_draws
+# (chunks of 6 of 16) and the 4-device child's runs (one chunk of 12 and chunks of 5) compare
+# the cached pass with the uncached one as well.
+@pytest.mark.slow
+@pytest.mark.xla_optimized
+def test_the_cache_changes_no_draw_in_one_chunk(setup, runs):
+    model, spec, params, laid_out, theta0 = setup
+    _equal(run_chains(runs["kernel"], theta0, runs["key"], ITERS, data=laid_out, progress=False),
+           runs["ref"])
+
+
+@pytest.mark.xla_optimized
 def test_cached_step_keeps_the_contract(setup):
     """step(key, s, init(s)) == (plain step, init(new state)), bit for bit."""
     model, spec, params, laid_out, theta0 = setup
@@ -104,15 +133,15 @@ def test_cached_step_keeps_the_contract(setup):
     assert any(accepted) and not all(accepted)
 
 
-def test_the_cache_never_leaves_the_chunk(setup):
+@pytest.mark.xla_optimized
+def test_the_cache_never_leaves_the_chunk(setup, runs):
     """What a run hands out (the state to checkpoints, the draws, the infos) holds no per-record
-    array: the state is the kernel's own, whose arrays are all of the parameter's size."""
+    array: the state is the kernel's own, whose arrays are all of the parameter's size. (The
+    cached run in chunks of 5 of test_the_cache_changes_no_draw_at_any_chunk_size: 24
+    iterations, 5 chunks, the last one partial.)"""
     model, spec, params, laid_out, theta0 = setup
-    kernel = _build(model, params)
-    seen = []
-    pos, info = run_chains(kernel, theta0, jax.random.key(2), 10, data=laid_out, progress=False,
-                           chunk_size=4, on_chunk=seen.append)
-    assert len(seen) == 3
+    seen = runs["seen"]
+    assert len(seen) == 5
     for progress in seen:
         assert type(progress.state).__name__ == "ProposalState"
         assert all(np.asarray(a).shape == (CHAINS, DIM) for a in jax.tree.leaves(progress.state))
@@ -120,32 +149,32 @@ def test_the_cache_never_leaves_the_chunk(setup):
                    for a in jax.tree.leaves((progress.positions, progress.infos)))
 
 
+@pytest.mark.xla_optimized
 def test_secure_mode_and_warmup_keep_the_draws(setup):
+    """One run in secure mode AND under warm-up adaptation (as ``dpmcmc.sample`` builds it with
+    both: the adaptive kernel of builders that carry the run's noise source), chunked, against
+    the same run uncached: a cache broken by either would change its draws. (Two programs where
+    one pair for each costs four.)"""
     from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
 
     model, spec, params, laid_out, theta0 = setup
     key = jax.random.key(8)
     secret = secure_key(11).words
+    adaptation = ADAPTATIONS["dp-penalty"]
+    base = {k: params[k] for k in (adaptation.step, adaptation.diagonal)}
 
     def build(noise):
-        return _build(model, params, noise)
+        return adaptive_kernel(lambda over: _build(model, {**params, **over}, noise),
+                               adaptation, base, 12)
 
     def build_uncached(noise):
-        return _uncached(_build(model, params, noise))
+        return _uncached(build(noise))
 
-    a = run_chains(build, theta0, key, 12, data=laid_out, progress=False, chunk_size=5,
+    assert build(None).cached is not None
+    c = run_chains(build, theta0, key, 16, data=laid_out, progress=False, chunk_size=6,
                    secure_secret=secret)
-    b = run_chains(build_uncached, theta0, key, 12, data=laid_out, progress=False,
+    d = run_chains(build_uncached, theta0, key, 16, data=laid_out, progress=False,
                    secure_secret=secret)
-    _equal(a, b)
-
-    def rebuild(overrides):
-        return _build(model, {**params, **overrides})
-
-    adaptive = adaptive_kernel(rebuild, ADAPTATIONS["dp-penalty"], params, 12)
-    assert adaptive.cached is not None
-    c = run_chains(adaptive, theta0, key, 16, data=laid_out, progress=False, chunk_size=6)
-    d = run_chains(_uncached(adaptive), theta0, key, 16, data=laid_out, progress=False)
     _equal(c, d)
     assert 0.0 < float(np.mean(c[1].accepted)) < 1.0
 
@@ -158,22 +187,29 @@ def test_the_cache_is_used_where_the_model_is_expensive():
     either way (an empty cache is the plain pass)."""
     spec = ALGORITHMS["dp-penalty"]
     for name, cached in (("banana-2d", False), ("gaussian-10d", True)):
-        p = preset(name)
-        data = np.asarray(p.data[:50])
+        p = preset(name, n=50)  # 50 records are all it reads
+        data = np.asarray(p.data)
+        assert data.shape[0] == 50
         params = spec.prepare(dict(tau=0.1, clip=1.0, proposal_std=0.01), p.model, 50)
         kernel = spec.build(p.model, params)
-        state = kernel.init(jnp.asarray(p.theta_true, jnp.float64), data)
-        cache = kernel.cached.init(state, data)
+        forced = _build(p.model, dict(params, mode="random-walk"), cache=True)
+
+        # One compiled program per model (op by op, the inits compile dozens of small ones).
+        @jax.jit
+        def inits(theta, data):
+            state = kernel.init(theta, data)
+            return kernel.cached.init(state, data), forced.cached.init(state, data)
+
+        cache, forced_cache = inits(jnp.asarray(p.theta_true, jnp.float64), data)
         assert (cache is not None) == cached, name
         if cached:
             assert cache.size >= 50
-        forced = _build(p.model, dict(params, mode="random-walk"), cache=True)
-        assert forced.cached.init(state, data) is not None
+        assert forced_cache is not None
 
 
 # Run by the session's shared 4-device child (conftest.host_device_results): the cached pass
 # under a mesh, each device reading and writing its own blocks' share of the cache.
-HOST_DEVICE_CHILD = textwrap.dedent(r"""
+_CHILD_SETUP = r"""
     import json, os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     import jax, jax.numpy as jnp, numpy as np
@@ -195,24 +231,45 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     theta0 = jnp.full((2, 2), 0.2)
     key = jax.random.key(4)
     sharded = spec.layout(data, params, model, mesh=data_mesh())
-    plain = spec.layout(data, params, model)
     a = run_chains(kernel, theta0, key, 12, data=sharded, progress=False, chunk_size=5)
+    out = {"devices": len(jax.devices())}
+"""
+
+HOST_DEVICE_CHILD = textwrap.dedent(_CHILD_SETUP + r"""
     b = run_chains(Kernel(kernel.init, kernel.step), theta0, key, 12, data=sharded, progress=False)
+    out["cached_equals_uncached"] = all(np.array_equal(np.asarray(x), np.asarray(y))
+                                        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    out["acceptance"] = float(np.mean(np.asarray(a[1].accepted)))
+    print("RESULT" + json.dumps(out))
+""")
+
+# The slow test's case, run in the same child when it is selected (conftest._child_scripts).
+HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_CHILD_SETUP + r"""
+    plain = spec.layout(data, params, model)
     c = run_chains(kernel, theta0, key, 12, data=plain, progress=False)
-    out = {"devices": len(jax.devices()),
-           "cached_equals_uncached": all(np.array_equal(np.asarray(x), np.asarray(y))
-                                         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))),
-           "sharded_vs_plain": float(np.max(np.abs(np.asarray(a[0]) - np.asarray(c[0])))),
-           "acceptance": float(np.mean(np.asarray(a[1].accepted)))}
+    out["sharded_vs_plain"] = float(np.max(np.abs(np.asarray(a[0]) - np.asarray(c[0]))))
+    out["acceptance"] = float(np.mean(np.asarray(a[1].accepted)))
     print("RESULT" + json.dumps(out))
 """)
 
 
 def test_the_cache_under_a_mesh_changes_no_draw(host_device_results):
     """4 forced host devices: the cached pass over blocks split across the mesh gives the draws
-    of the uncached one bit for bit, and those of the unsharded run (whose block sums add in
-    another order: within float tolerance)."""
+    of the uncached one bit for bit."""
     out = check(host_device_results[__name__])
     assert 0.2 < out["acceptance"] < 0.95
     assert out["cached_equals_uncached"]
+
+
+# slow: the sharded cached run against the unsharded cached run. The cache changes no draw under
+# the mesh (test_the_cache_under_a_mesh_changes_no_draw, bit for bit against the uncached pass)
+# nor unsharded (test_the_cache_changes_no_draw_at_any_chunk_size), and the uncached dp-penalty
+# pass under the mesh gives the unsharded draws to 1e-9
+# (test_driver_data_argument.py::test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter).
+@pytest.mark.slow
+def test_the_cached_pass_under_a_mesh_gives_the_unsharded_draws(host_device_results):
+    """The sharded cached run against the unsharded one, whose block sums add in another order:
+    within float tolerance."""
+    out = check(host_device_results[__name__ + ":slow"])
+    assert 0.2 < out["acceptance"] < 0.95
     assert out["sharded_vs_plain"] < 1e-8

@@ -79,17 +79,44 @@ def closed_over(kernel, data):
                   lambda key, state, _data: kernel.step(key, state, data))
 
 
+_PATHS = {}
+
+
 def both_paths(algorithm, model, data):
     """The run as ``dpmcmc.sample`` runs it (its plan: kernel builder, laid-out data, compile-cache
-    key), and the same kernel closing over the same laid-out data."""
-    planned = api.plan_run(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, delta=1e-5,
-                           key=jax.random.key(0), progress=False, **PARAMS[algorithm])
-    laid_out = planned.layout()
-    closure = closed_over(ALGORITHMS[algorithm].build(model, planned.params), laid_out)
-    return planned, laid_out, closure
+    key), and the same kernel closing over the same laid-out data. Made once per algorithm and
+    module (the tests only read them), so that the closure kernel's program, compiled through the
+    driver's program cache under :func:`closure_key`, is compiled once for the tests that
+    inspect and run it."""
+    if algorithm not in _PATHS or _PATHS[algorithm][0] is not data:
+        planned = api.plan_run(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS,
+                               delta=1e-5, key=jax.random.key(0), progress=False,
+                               **PARAMS[algorithm])
+        laid_out = planned.layout()
+        closure = closed_over(ALGORITHMS[algorithm].build(model, planned.params), laid_out)
+        _PATHS[algorithm] = (data, (planned, laid_out, closure))
+    return _PATHS[algorithm][1]
 
 
-@pytest.mark.parametrize("algorithm", sorted(PARAMS))
+def closure_key(algorithm, closure):
+    """The program-cache key of ``both_paths``' closure kernel of ``algorithm`` (the kernel object
+    itself in it: one kernel, one program). Its program holds the data as constants; the suite
+    writes no persistent compilation cache (conftest), so that program stays in this process."""
+    return ("closure-path", algorithm, id(closure))
+
+
+def _slow_penalty(algorithms):
+    # slow: dp-penalty's case. Its data-argument program (blocks and mask as entry parameters,
+    # no data-sized constant) is checked under a mesh by
+    # test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter and unsharded through
+    # dp-hmc's case (the same block layout); its builder path's draws equal the closure path's in
+    # test_builder_path_secure_mode_and_chunks_equal_closure_path (planned.build, the kernel
+    # dpmcmc.sample runs).
+    return [pytest.param(a, marks=pytest.mark.slow) if a == "dp-penalty" else a
+            for a in algorithms]
+
+
+@pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
 def test_compiled_run_holds_no_data_constant(banana, algorithm):
     model, data, theta0 = banana
     planned, laid_out, closure = both_paths(algorithm, model, data)
@@ -99,7 +126,10 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
     # then reuses this program instead of compiling it again.
     new = compiled_chunk(planned.build, theta0, key, ITERATIONS, data=laid_out,
                          cache_key=planned.cache_key).as_text()
-    old = compiled_chunk(closure, theta0, key, 4).as_text()
+    # The closure path's program, likewise compiled for the run of ITERATIONS that
+    # test_sample_draws_equal_the_closure_path runs.
+    old = compiled_chunk(closure, theta0, key, ITERATIONS,
+                         cache_key=closure_key(algorithm, closure)).as_text()
     # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
     # below is able to fail.
     assert max(size for _, _, size in constant_sizes(old)) >= N
@@ -118,7 +148,7 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
         assert any(dt == "f32" and shape == (3, 2, 4096) for dt, shape, _ in params)
 
 
-@pytest.mark.parametrize("algorithm", sorted(PARAMS))
+@pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
 def test_sample_draws_equal_the_closure_path(banana, algorithm):
     """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run."""
     model, data, theta0 = banana
@@ -128,7 +158,7 @@ def test_sample_draws_equal_the_closure_path(banana, algorithm):
     _, _, closure = both_paths(algorithm, model, data)
     # dpmcmc.sample runs the chains with the second half of its key.
     pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], ITERATIONS,
-                           progress=False)
+                           progress=False, cache_key=closure_key(algorithm, closure))
     np.testing.assert_array_equal(res.samples, np.asarray(pos))
     # Every algorithm here is private: its accept flags are released, per draw.
     np.testing.assert_array_equal(res.released.accepted, np.asarray(info.accepted))

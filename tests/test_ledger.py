@@ -130,8 +130,9 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
     runner = CliRunner()
     init = runner.invoke(app, ["ledger", "init", str(led_path), "--epsilon", "5", "--delta", "1e-5"])
     assert init.exit_code == 0, init.output
+    # The CLI's defaults (4 chains x 1000 draws): the CLI run below reuses this run's programs.
     res = dpmcmc.glm(df, "logistic", target="y", bounds=json.loads(bounds.read_text()), epsilon=2.0,
-                     delta=1e-6, draws=20, chains=1, ledger=str(led_path))
+                     delta=1e-6, ledger=str(led_path))
     assert Ledger(led_path).spent == pytest.approx((res.privacy.epsilon, 1e-6))
     args = ["sample", str(csv), "--model", "logistic", "--target", "y", "--bounds", str(bounds), "--epsilon",
             "2", "--delta", "1e-6", "--out", str(tmp_path / "r.nc"), "--ledger", str(led_path)]

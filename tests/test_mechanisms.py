@@ -63,12 +63,14 @@ def test_noise_std_agrees_with_accounting_release_description():
     data = make_data(n, 1)
     theta, theta_new = jnp.asarray([0.1]), jnp.asarray([0.1 + bound])  # ratio bound = 1·|Δθ|
     (rel,) = releases("dp-penalty", n, tau=tau)
-    drawn = release_llr(jax.random.key(0), model, data, theta, theta_new, tau, 1.0).sigma
+    # Both releases in one compiled program.
+    drawn, drawn_g = jax.jit(lambda d, a, b: (
+        release_llr(jax.random.key(0), model, d, a, b, tau, 1.0).sigma,
+        release_grad(jax.random.key(1), model, d, a, tau_g, bound).sigma))(data, theta, theta_new)
     assert float(drawn) == pytest.approx(rel.noise_std(bound), rel=1e-12)
     assert rel.mu == pytest.approx(sensitivity(bound) ** 2 / (2 * float(drawn) ** 2), rel=1e-12)
     llr, grad = releases("dp-hmc", n, tau_l=tau, tau_g=tau_g, leapfrog_steps=L)
     assert llr.noise_std(bound) == pytest.approx(float(drawn), rel=1e-12)
-    drawn_g = release_grad(jax.random.key(1), model, data, theta, tau_g, bound).sigma
     assert grad.noise_std(bound) == pytest.approx(float(drawn_g), rel=1e-12)
     assert grad.mu == pytest.approx(sensitivity(bound) ** 2 / (2 * float(drawn_g) ** 2), rel=1e-12)
     assert grad.per_iteration == L + 1  # the paper's k(L+1) gradient releases, no reuse
@@ -167,12 +169,13 @@ def test_private_llr_sum_stays_bounded_when_loglik_is_nan():
     model = Model(lambda th, x: jnp.where(th[0] > 1.0, jnp.nan, -0.5 * jnp.sum((x - th) ** 2)),
                   lambda th: 0.0, 1)
     data = make_data(50, 1)
-    total, count = clipped_llr_sum(model, data, jnp.asarray([0.5]), jnp.asarray([1.5]), 0.3)
+    (total, count), (raw_total, _) = jax.jit(lambda d, a, b: (
+        clipped_llr_sum(model, d, a, b, 0.3),
+        clipped_llr_sum(model, d, a, b, 0.3, nan_to_bound=False)))(
+            data, jnp.asarray([0.5]), jnp.asarray([1.5]))
     assert float(total) == pytest.approx(-50 * 0.3)
     assert int(count) == 50
-    total, _ = clipped_llr_sum(model, data, jnp.asarray([0.5]), jnp.asarray([1.5]), 0.3,
-                               nan_to_bound=False)
-    assert np.isnan(float(total))
+    assert np.isnan(float(raw_total))
 
 
 # ------------------------------------------------------------------ per-example passes
@@ -183,17 +186,24 @@ def test_blocked_passes_equal_one_pass(block_size):
     model = gaussian_model(dim)
     data = make_data(n, dim, seed=4)
     th0, th1 = jnp.asarray([0.1, 0.2, 0.3]), jnp.asarray([0.4, 0.0, 0.5])
-    ref_llr = clipped_llr_sum(model, data, th0, th1, 0.9)
-    llr = clipped_llr_sum(model, data, th0, th1, 0.9, block_size=block_size)
+
+    @jax.jit
+    def passes(data, th0, th1):
+        # Every pass, one pass and blocked, in one compiled program.
+        return (clipped_llr_sum(model, data, th0, th1, 0.9),
+                clipped_llr_sum(model, data, th0, th1, 0.9, block_size=block_size),
+                clipped_grad_sum(model, data, th0, 1.5),
+                clipped_grad_sum(model, data, th0, 1.5, block_size=block_size),
+                loglik_sum(model, data, th0, block_size=block_size),
+                loglik_sum_and_grad(model, data, th0, block_size=block_size),
+                jnp.sum(model.loglik_per_example(th0, data)))
+
+    ref_llr, llr, ref_g, g, ll, llg, ll_ref = passes(data, th0, th1)
     assert float(llr[0]) == pytest.approx(float(ref_llr[0]), rel=1e-12)
     assert int(llr[1]) == int(ref_llr[1]) > 0
-    ref_g = clipped_grad_sum(model, data, th0, 1.5)
-    g = clipped_grad_sum(model, data, th0, 1.5, block_size=block_size)
     np.testing.assert_allclose(np.asarray(g[0]), np.asarray(ref_g[0]), rtol=1e-12)
     assert int(g[1]) == int(ref_g[1]) > 0
-    ll = loglik_sum(model, data, th0, block_size=block_size)
-    llg = loglik_sum_and_grad(model, data, th0, block_size=block_size)
-    assert float(ll) == pytest.approx(float(jnp.sum(model.loglik_per_example(th0, data))), rel=1e-12)
+    assert float(ll) == pytest.approx(float(ll_ref), rel=1e-12)
     assert float(llg[0]) == pytest.approx(float(ll), rel=1e-12)
     np.testing.assert_allclose(np.asarray(llg[1]), np.asarray(data - th0).sum(0), rtol=1e-10)
 
@@ -204,9 +214,10 @@ def test_per_example_gradient_methods_agree_and_batch_hooks_are_used():
     theta = jnp.asarray([0.3, -0.1, 0.2])
     model = gaussian_model(dim)
     exact = np.asarray(data - theta)
-    for method in ("auto", "forward", "reverse"):
-        np.testing.assert_allclose(np.asarray(per_example_grads(model, theta, data, method)), exact,
-                                   rtol=1e-12)
+    methods = ("auto", "forward", "reverse")
+    got = jax.jit(lambda th, d: [per_example_grads(model, th, d, m) for m in methods])(theta, data)
+    for g in got:
+        np.testing.assert_allclose(np.asarray(g), exact, rtol=1e-12)
     calls = []
 
     def ll_batch(th, x):
@@ -218,11 +229,13 @@ def test_per_example_gradient_methods_agree_and_batch_hooks_are_used():
         return x - th
 
     hooked = gaussian_model(dim, log_likelihood_batch=ll_batch, grad_log_likelihood_batch=grad_batch)
-    g, _ = clipped_grad_sum(hooked, data, theta, 10.0)
-    llr, _ = clipped_llr_sum(hooked, data, theta, theta + 0.1, 10.0)
+    # The hooks are called while tracing: one compiled program for the three passes.
+    (g, _), (llr, _), (ref, _) = jax.jit(lambda th, d: (
+        clipped_grad_sum(hooked, d, th, 10.0),
+        clipped_llr_sum(hooked, d, th, th + 0.1, 10.0),
+        clipped_llr_sum(model, d, th, th + 0.1, 10.0)))(theta, data)
     assert "grad" in calls and "ll" in calls
     np.testing.assert_allclose(np.asarray(g), exact.sum(0), rtol=1e-12)
-    ref, _ = clipped_llr_sum(model, data, theta, theta + 0.1, 10.0)
     assert float(llr) == pytest.approx(float(ref), rel=1e-12)
 
 

@@ -137,21 +137,29 @@ def test_sensitivity_bound_brute_force(b, k, c0):
     assert c_thesis >= c * (1 - 1e-15)
 
 
+# One jitted program per batch size (11 over all examples) with k and c0 traced arguments: the
+# same arithmetic as eager calls, which compiled each of their operations for every new b. The
+# extremal batch rides along as two extra rows of the random ones (one program per b, not two).
+_f_batches = jax.jit(jax.vmap(_f, (0, 0, None)))
+
+
 @given(b=st.integers(2, 12), k=st.floats(0.01, 50.0), c0=st.floats(1e-3, 10.0),
        seed=st.integers(0, 2**31 - 1))
 def test_sensitivity_bound_random_batches(b, k, c0, seed):
     """Random batches and substitutions never exceed c; pushing the shared ratios to one end
     and the substituted pair to ±c0 reaches it."""
     rng = np.random.default_rng(seed)
-    shared = jnp.asarray(rng.uniform(-c0, c0, size=(64, b - 1)))
-    x = jnp.asarray(rng.uniform(-c0, c0, size=64))
-    y = jnp.asarray(rng.uniform(-c0, c0, size=64))
-    f = jax.vmap(lambda s, v: _f(s, v, k))
-    diff = np.abs(np.asarray(f(shared, x)) - np.asarray(f(shared, y)))
+    shared = rng.uniform(-c0, c0, size=(64, b - 1))
+    x = rng.uniform(-c0, c0, size=64)
+    y = rng.uniform(-c0, c0, size=64)
+    # Rows 64 and 65: the shared ratios all at c0, the substituted one at c0 and at −c0.
+    shared = jnp.asarray(np.concatenate([shared, np.full((2, b - 1), c0)]))
+    fx = np.asarray(_f_batches(shared, jnp.asarray(np.r_[x, c0, -c0]), k))
+    fy = np.asarray(_f_batches(shared, jnp.asarray(np.r_[y, c0, -c0]), k))
+    diff = np.abs(fx[:64] - fy[:64])
     c = float(minibatch_sensitivity(c0, k, b))
     assert np.all(diff <= c * (1 + 1e-9))
-    s = jnp.full((b - 1,), c0)
-    assert abs(float(_f(s, c0, k) - _f(s, -c0, k))) == pytest.approx(c, rel=1e-9)
+    assert abs(float(fx[64] - fx[65])) == pytest.approx(c, rel=1e-9)
 
 
 # ---------------------------------------------------------------- the release
@@ -275,10 +283,12 @@ def _final_states(kernel, data, theta0, iterations, seed):
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("mode,chains", [
     # 1000 chains, two programs (~11 CPU-s): slow. In the default run the chain's exactness is
-    # guarded by guided-walk-400 below (same problem, same check) and, in random-walk mode, by
-    # test_tempered_banana_two_sample_fast; the −σ_b²/2 correction in the released statistic
-    # by test_release_noise_matches_theorem_8 (its mean is kR − k²Q/2: without the term it is
-    # off by about 1200 standard errors).
+    # guarded by guided-walk-400 below (same problem, same check; the mode changes only the
+    # proposal, shared code of dpmcmc.samplers._proposals whose random-walk mode is exercised
+    # by test_samplers_exact.py::test_dp_penalty_is_exact_with_noise_and_tempering and
+    # test_barker.py::test_subsampled_chain_targets_the_tempered_posterior); the −σ_b²/2
+    # correction in the released statistic by test_release_noise_matches_theorem_8 (its mean
+    # is kR − k²Q/2: without the term it is off by about 1200 standard errors).
     pytest.param("random-walk", 1000, marks=pytest.mark.slow),
     ("guided-walk", 400),
 ])
@@ -317,6 +327,15 @@ def _banana_two_sample(n, b, chains, iterations, proposal_std, seed):
     return mmd_test(final, exact[chains:], seed=seed, num_permutations=500).p_value
 
 
+# slow (~4.5 CPU-s: a level-1 compile, the preset's data and exact draws, 7·10⁶ batch terms):
+# the exactness of this kernel's chain is guarded in the default run by
+# test_gaussian_chain_targets_the_tempered_posterior[guided-walk-400] (the same release,
+# statistic and acceptance code; the mode is only the proposal, shared with DP penalty and DP
+# Barker, whose random-walk chains are checked for exactness in the default run by
+# test_samplers_exact.py::test_dp_penalty_is_exact_with_noise_and_tempering and
+# test_barker.py::test_subsampled_chain_targets_the_tempered_posterior). This one adds a
+# non-Gaussian 2-d target, like its larger version test_tempered_banana_two_sample below.
+@pytest.mark.slow
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_tempered_banana_two_sample_fast():
     """Small variant (n = 10⁴, b = 2000, 120 chains × 30 iterations); false-alarm rate 1e-3."""

@@ -126,7 +126,13 @@ def test_gradient_samplers_need_a_differentiable_log_likelihood(algorithm):
     rejects("log_likelihood", _no_derivative(), with_nan(DATA), algorithm, exc=ValueError)
 
 
-@pytest.mark.parametrize("algorithm", sorted(set(ALL) - set(GRADIENT)))
+# rwmh and minibatch-penalty are slow-only: whether a model must be differentiable is decided
+# in dpmcmc.sample from its list of gradient algorithms (shared code, guarded by the
+# dp-penalty and dp-barker cases, the full-data and the minibatch penalty kernels); the slow
+# run keeps the per-sampler check that the list is complete.
+@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow)
+                                       if a in ("rwmh", "minibatch-penalty") else a
+                                       for a in sorted(set(ALL) - set(GRADIENT))])
 def test_samplers_without_gradients_run_an_undifferentiable_model(algorithm):
     # Also keeps the list of gradient algorithms in dpmcmc.api complete: a sampler that
     # differentiates but is missing there fails here instead of being checked.
@@ -235,8 +241,21 @@ def _neighbours(bad: float):
 
 
 # x₀ = −1: ℓ is NaN; x₀ = 0: ℓ is −∞ and ∇ℓ non-finite (the same code path, kept for the slow run).
+# Whether a run starts is decided in dpmcmc.sample, before any kernel, the same code for every
+# sampler; the kernels' bounding of the bad record is per pass. dp-sgnht and minibatch-penalty
+# are slow-only: dp-sgnht takes dp-sgld's clipped gradient release of a minibatch (the dp-sgld
+# case), minibatch-penalty dp-barker's clipped per-example ratios of a minibatch (the dp-barker
+# case). dp-hmc is slow-only too: its ratio pass (the full-data clipped ratio sum, where a bad
+# record is counted as clipped every iteration) is dp-penalty's, whose case checks the clip
+# fraction as well; its clipped gradient release meets the bad record in the dp-sgld case, and
+# the zeroing of a non-finite per-example gradient is
+# test_mechanisms.py::test_clip_gradients_bounds_norms_and_zeroes_nonfinite_rows.
+_NON_FINITE_SLOW = ("dp-sgnht", "minibatch-penalty", "dp-hmc")
+
+
 @pytest.mark.parametrize("bad", [-1.0, pytest.param(0.0, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("algorithm", PRIVATE)
+@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow)
+                                       if a in _NON_FINITE_SLOW else a for a in PRIVATE])
 def test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts(algorithm, bad):
     # The old code evaluated every record at θ0 and raised on D′ only: a one-bit release of
     # whether some record makes the likelihood non-finite, outside any mechanism.

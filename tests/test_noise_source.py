@@ -11,7 +11,8 @@
   the first, which would turn the rendezvous into a timeout. Tiny runs (12 rows, 2 iterations,
   1 chain) keep each test to a few seconds.
 * With ``jax_enable_x64`` off (the session's x64-off child process, since conftest turns it on) the released noisy
-  statistics are float64 and their tail beyond 5.3σ has the normal rate, and ``dpmcmc.sample``
+  statistics are float64, with the resolution of float64 draws (their tail beyond 5.3σ has the
+  normal rate: slow), and ``dpmcmc.sample``
   runs and leaves the user's setting off.
 * The default key carries at least 128 bits drawn from ``secrets``.
 """
@@ -86,6 +87,21 @@ def _run(lockstep, algorithm, key_seed, secure):
         **_params(algorithm)).samples)
 
 
+_ALONE = {}
+
+
+def _run_alone(algorithm, key_seed, secret_seed):
+    """The secure run of ``_run`` with ``secure_key(secret_seed)``, made alone (no rendezvous):
+    once per module and XLA optimisation setting, for the tests that compare a threaded run with
+    it (test_two_secure_runs_in_threads_draw_each_their_own_noise and
+    test_secure_and_default_runs_in_threads_keep_their_modes both use dp-penalty, key 3, secret
+    7)."""
+    cache = (algorithm, key_seed, secret_seed, jax.config.read("jax_disable_most_optimizations"))
+    if cache not in _ALONE:
+        _ALONE[cache] = _run(_Lockstep(), algorithm, key_seed, secure_key(secret_seed))
+    return _ALONE[cache]
+
+
 def _concurrently(lockstep, jobs):
     out, errors = [None] * len(jobs), []
 
@@ -117,13 +133,18 @@ def _charged(algorithm):
                                                             **spec.accounting_params(params)))
 
 
-@pytest.mark.parametrize("algorithm", ["dp-penalty", "minibatch-penalty"])
+# slow: minibatch-penalty's case. The noise source is carried by the kernel the same way for
+# every sampler (dp-penalty's case and test_secure_and_default_runs_in_threads_keep_their_modes
+# trace two runs in lockstep); minibatch-penalty's secure draws are counted against the
+# accountant's releases by test_secure_mode.py::test_every_noise_draw_is_secure[minibatch-penalty].
+@pytest.mark.parametrize("algorithm", [
+    "dp-penalty", pytest.param("minibatch-penalty", marks=pytest.mark.slow)])
 def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeypatch):
     lockstep = _Lockstep()
-    s1, s2 = secure_key(101), secure_key(202)
-    alone = [_run(lockstep, algorithm, 1, s1), _run(lockstep, algorithm, 2, s2)]
+    s1, s2 = secure_key(7), secure_key(202)
+    alone = [_run_alone(algorithm, 3, 7), _run(lockstep, algorithm, 2, s2)]
     counts = count_secure_draws(monkeypatch)
-    together = _concurrently(lockstep, [lambda: _run(lockstep, algorithm, 1, s1),
+    together = _concurrently(lockstep, [lambda: _run(lockstep, algorithm, 3, s1),
                                         lambda: _run(lockstep, algorithm, 2, s2)])
     jax.effects_barrier()
     for a, b in zip(alone, together):
@@ -137,19 +158,20 @@ def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeyp
 def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
     lockstep = _Lockstep()
     secret = secure_key(7)
-    secure_alone = _run(lockstep, "dp-penalty", 3, secret)
-    public_alone = _run(lockstep, "dp-penalty", 4, False)
-    public_same_key = _run(lockstep, "dp-penalty", 3, False)
+    # Both runs with the same JAX key: a secure run drawing from the public key, or the public
+    # run from the secret, would give the other's draws.
+    secure_alone = _run_alone("dp-penalty", 3, 7)
+    public_alone = _run(lockstep, "dp-penalty", 3, False)
     counts = count_secure_draws(monkeypatch)
     secure_both, public_both = _concurrently(
         lockstep, [lambda: _run(lockstep, "dp-penalty", 3, secret),
-                   lambda: _run(lockstep, "dp-penalty", 4, False)])
+                   lambda: _run(lockstep, "dp-penalty", 3, False)])
     jax.effects_barrier()
     np.testing.assert_array_equal(secure_both, secure_alone)
     np.testing.assert_array_equal(public_both, public_alone)
     # The secure run's noise is not the one its public JAX key gives (the chains move, so the
     # draws differ once any noisy acceptance does).
-    assert not np.array_equal(secure_both, public_same_key)
+    assert not np.array_equal(secure_both, public_alone)
     assert dict(counts) == {int(np.asarray(secret.words)[0]):
                             CHAINS * ITERATIONS * _charged("dp-penalty")}
 
@@ -157,33 +179,42 @@ def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
 # ---------------------------------------------------------------- float64 with x64 off
 
 # Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results), which
-# compiles with most optimisations off like the suite: the 10^8 draws are compiled with XLA's
-# optimisations on.
-X64_OFF_CHILD = textwrap.dedent("""
+# compiles with most optimisations off like the suite: the draws are compiled with XLA's
+# optimisations on. The default script checks the float64 resolution of 10^6 draws directly;
+# the slow one (X64_OFF_CHILD_SLOW) counts the tail beyond 5.3σ of 10^8 draws.
+_X64_SETUP = """
     import json, math
     import jax, jax.numpy as jnp, numpy as np
     assert not jax.config.jax_enable_x64
     import dpmcmc
     from dpmcmc.models.base import Model
-    from dpmcmc.samplers import ALGORITHMS
-    from dpmcmc.samplers import run_chains
+    from dpmcmc.samplers._mechanisms import gaussian_mechanism
 
     out = {}
+
+    def draws(size, releases):
+        # ``releases`` releases of ``size`` draws through the public mechanism, on a float32
+        # statistic; yields each release's draws (as a NumPy array).
+        cheap = jax.config.read("jax_disable_most_optimizations")
+        jax.config.update("jax_disable_most_optimizations", False)
+        try:
+            with jax.enable_x64(True):
+                release = jax.jit(lambda kk: gaussian_mechanism(kk, jnp.zeros(size, jnp.float32),
+                                                                1.0))
+                for i in range(releases):
+                    yield release(jax.random.key(i))
+        finally:
+            jax.config.update("jax_disable_most_optimizations", cheap)
+"""
+
+X64_OFF_CHILD = textwrap.dedent(_X64_SETUP + """
+    (z,) = draws(1_000_000, 1)
+    out["mechanism_dtype"] = str(z.dtype)
+    z = np.asarray(z)
+    # Resolution: how many draws are float32 values, and how many values are drawn twice.
+    out["float32_values"] = int(np.sum(z == z.astype(np.float32).astype(np.float64)))
+    out["repeats"] = int(z.size - np.unique(z).size)
     model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: 0.0 * jnp.sum(th), 1)
-    from dpmcmc.samplers._mechanisms import gaussian_mechanism
-    # 10^8 draws through the public mechanism, on a float32 statistic, in 20 releases.
-    tail, dtypes = 0, set()
-    cheap = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    with jax.enable_x64(True):
-        release = jax.jit(lambda kk: gaussian_mechanism(kk, jnp.zeros(5_000_000, jnp.float32), 1.0))
-        for i in range(20):
-            z = release(jax.random.key(i))
-            dtypes.add(str(z.dtype))
-            tail += int(jnp.sum(jnp.abs(z) > 5.3))
-    jax.config.update("jax_disable_most_optimizations", cheap)
-    out["mechanism_dtype"] = "/".join(sorted(dtypes))
-    out["tail"] = tail
     res = dpmcmc.sample(model, np.random.default_rng(0).normal(size=(30, 1)), "dp-penalty",
                         delta=1e-3, iterations=20, chains=2, key=jax.random.key(0),
                         progress=False, tau=0.5, clip=5.0, proposal_std=0.1)
@@ -197,21 +228,59 @@ X64_OFF_CHILD = textwrap.dedent("""
     print("RESULT" + json.dumps(out))
 """)
 
+# The slow test's case, run in the same child when it is selected (conftest._child_scripts).
+X64_OFF_CHILD_SLOW = textwrap.dedent(_X64_SETUP + """
+    # 10^8 draws in 20 releases.
+    tail, dtypes = 0, set()
+    for z in draws(5_000_000, 20):
+        dtypes.add(str(z.dtype))
+        tail += int(jnp.sum(jnp.abs(z) > 5.3))
+    out["mechanism_dtype"] = "/".join(sorted(dtypes))
+    out["tail"] = tail
+    out["x64_after"] = bool(jax.config.jax_enable_x64)
+    print("RESULT" + json.dumps(out))
+""")
+
 
 def test_noise_is_float64_with_x64_off_and_the_setting_is_kept(x64_off_results):
-    """In a process started with ``JAX_ENABLE_X64=0``: the released noise is float64 and exceeds
-    5.3σ at the normal rate (10^8 draws, P(|Z| > 5.3) = 1.158e-7: 11.6 expected; the float32
-    sampler never exceeds about 5.3σ; the bounds [1, 30] hold with probability > 1 − 1e-5 for
-    the Poisson count, seeded keys so the outcome is fixed); ``dpmcmc.sample``
-    runs; the global setting is still off afterwards; a bare mechanism call outside any x64
-    scope is refused rather than drawn in float32."""
+    """In a process started with ``JAX_ENABLE_X64=0``: the released noise is float64 with the
+    resolution of float64 draws; ``dpmcmc.sample`` runs; the global setting is still off
+    afterwards; a bare mechanism call outside any x64 scope is refused rather than drawn in
+    float32.
+
+    Resolution, on 10^6 draws of one release (seeded key, so the outcome is fixed): (1) none is
+    a float32 value (noise drawn in float32 and cast: all 10^6 are; a float64 N(0,1) draw is one
+    with probability ~2^-29, 0.002 expected); (2) no value is drawn twice. JAX's float64 normal
+    inverts a uniform with 52 mantissa bits: C(10^6, 2) / 2^52 = 1.1e-4 repeated pairs expected.
+    A generator whose uniforms have 24 bits or fewer (float32 uniforms, whatever the arithmetic
+    after: the float32 sampler never exceeds about 5.3σ) repeats C(10^6, 2) / 2^24 ≈ 3·10^4
+    values or more (57476 measured for JAX's float32 uniform); even 32-bit uniforms repeat ~116 (131
+    measured), whose truncation near 6.2σ the 10^8-draw tail count of
+    test_noise_tail_beyond_5_3_sigma_with_x64_off (slow) cannot see."""
     out = x64_off_results[__name__]
     assert "error" not in out, out["error"]
     assert out["mechanism_dtype"] == "float64"
-    assert 1 <= out["tail"] <= 30
+    assert out["float32_values"] == 0
+    assert out["repeats"] == 0
     assert out["samples_dtype"] == "float64"
     assert out["x64_after"] is False
     assert out["refused"] is True
+
+
+# slow: the float64 resolution of the draws, the direct cause of a normal tail, is checked on
+# 10^6 draws by test_noise_is_float64_with_x64_off_and_the_setting_is_kept (which any
+# float32-based generator fails by ~3·10^4 repeated values); this counts the tail itself.
+@pytest.mark.slow
+def test_noise_tail_beyond_5_3_sigma_with_x64_off(x64_off_results):
+    """With x64 off, the released noise exceeds 5.3σ at the normal rate (10^8 draws, P(|Z| >
+    5.3) = 1.158e-7: 11.6 expected; the float32 sampler never exceeds about 5.3σ; the bounds
+    [1, 30] hold with probability > 1 − 1e-5 for the Poisson count, seeded keys so the outcome
+    is fixed)."""
+    out = x64_off_results[__name__ + ":slow"]
+    assert "error" not in out, out["error"]
+    assert out["mechanism_dtype"] == "float64"
+    assert 1 <= out["tail"] <= 30
+    assert out["x64_after"] is False
 
 
 # ---------------------------------------------------------------- the default key

@@ -40,21 +40,30 @@ def test_vectorize_columns_matches_vmap(name):
     rng = np.random.default_rng(1)
     t = jnp.asarray(rng.normal(size=3))
     x = jnp.asarray(rng.normal(size=(3, 64)))
-    ref = jax.vmap(f, in_axes=(None, -1))(t, x)
-    got = jax.jit(jr.vectorize_columns(f, (False, True)))(t, x)
-    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
-    # Per-row gradients by the broadcast-θ reverse pass (θ with a trailing row axis).
     ts = jnp.broadcast_to(t[:, None], (3, 64))
-    g = jax.jit(jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x))))(ts)
-    gref = jax.vmap(jax.grad(f), in_axes=(None, -1), out_axes=-1)(t, x)
+    grad_cols = jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x)))
+
+    @jax.jit
+    def everything(t, ts):
+        # One compilation per function (it used to be five): the rewritten values and every
+        # per-row gradient below, and the plain vmap references.
+        return (jax.vmap(f, in_axes=(None, -1))(t, x),
+                jax.vmap(jax.grad(f), in_axes=(None, -1), out_axes=-1)(t, x),
+                jr.vectorize_columns(f, (False, True))(t, x),
+                # Per-row gradients by the broadcast-θ reverse pass (θ with a trailing row
+                # axis), as written and through small_operand_first.
+                grad_cols(ts), jr.small_operand_first(grad_cols)(ts),
+                # Per-record gradients, one record's gradient jaxpr replayed over the rows
+                # (method="vmap"), with θ's static slices resolved to its elements
+                # (record_gradient) or by plain jax.grad.
+                [jr.vectorize_columns(grad(f), (False, True))(t, x)
+                 for grad in (jr.record_gradient, jax.grad)])
+
+    ref, gref, got, g, g2, g3s = everything(t, ts)
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(g, gref, rtol=1e-13, atol=1e-13)
-    g2 = jax.jit(jr.small_operand_first(
-        jax.grad(lambda s: jnp.sum(jr.vectorize_columns(f, (True, True))(s, x)))))(ts)
     np.testing.assert_allclose(g2, gref, rtol=1e-13, atol=1e-13)
-    # Per-record gradients, one record's gradient jaxpr replayed over the rows (method="vmap"),
-    # with θ's static slices resolved to its elements (record_gradient) or by plain jax.grad.
-    for grad in (jr.record_gradient, jax.grad):
-        g3 = jax.jit(jr.vectorize_columns(grad(f), (False, True)))(t, x)
+    for g3 in g3s:
         np.testing.assert_allclose(g3, gref, rtol=1e-13, atol=1e-13)
 
 
@@ -66,12 +75,15 @@ def test_record_gradient_resolves_static_slices_of_theta():
 
     def prims(fn):
         return [e.primitive.name for e in jax.make_jaxpr(fn)(t, x).jaxpr.eqns]
-    assert "pad" in prims(jax.grad(f)) and "pad" not in prims(jr.record_gradient(f))
-    np.testing.assert_allclose(jr.record_gradient(f)(t, x), jax.grad(f)(t, x), rtol=1e-15)
     # Strided and multi-element slices, and a squeeze of a one-element slice.
     g = lambda t, x: jnp.sum(t[::2] * x[:2]) + t[1:2].squeeze() ** 3 + jnp.dot(t, x)
+    assert "pad" in prims(jax.grad(f)) and "pad" not in prims(jr.record_gradient(f))
     assert "pad" not in prims(jr.record_gradient(g))
-    np.testing.assert_allclose(jr.record_gradient(g)(t, x), jax.grad(g)(t, x), rtol=1e-15)
+    # The values, both functions in one compiled program.
+    got = jax.jit(lambda t, x: [(jr.record_gradient(h)(t, x), jax.grad(h)(t, x))
+                                for h in (f, g)])(t, x)
+    for resolved, plain in got:
+        np.testing.assert_allclose(resolved, plain, rtol=1e-15)
 
 
 def test_auto_gradients_are_per_record_exactly_where_the_layout_says():
@@ -91,7 +103,8 @@ def test_auto_gradients_are_per_record_exactly_where_the_layout_says():
         data = rng.normal(size=(n, model.dim)) + 0.5
         theta = jnp.asarray(rng.normal(size=model.dim) * 0.3)
         # About half the gradients clipped.
-        bound = float(np.median(np.linalg.norm(per_example_grads(model, theta, data), axis=1)))
+        grads = jax.jit(lambda th, d: per_example_grads(model, th, d))(theta, data)
+        bound = float(np.median(np.linalg.norm(grads, axis=1)))
         spec = ALGORITHMS["dp-hmc"]
         p = spec.prepare(dict(tau_l=0.1, tau_g=0.5, clip=0.1, grad_clip=bound, step_size=0.01,
                               leapfrog_steps=2, grad_dtype="float64"), model, n)
@@ -104,9 +117,12 @@ def test_auto_gradients_are_per_record_exactly_where_the_layout_says():
                                                                   method=method))(theta))
         auto = trace("auto")
         assert (auto == trace("vmap")) == small and (auto == trace("reverse")) == (not small)
-        ref = clipped_grad_sum(model, data, theta, bound, method="reverse")
-        for method in ("auto", "vmap"):
-            got = clipped_grad_sum(model, laid, theta, bound, method=method)
+        # One compiled program for the three passes (the data and the layout are arguments).
+        ref, *gots = jax.jit(lambda data, laid, th: [
+            clipped_grad_sum(model, data, th, bound, method="reverse"),
+            *(clipped_grad_sum(model, laid, th, bound, method=method)
+              for method in ("auto", "vmap"))])(data, laid, theta)
+        for got in gots:
             np.testing.assert_allclose(got[0], ref[0], rtol=1e-12)
             assert int(got[1]) == int(ref[1])
         assert 0 < int(ref[1]) < n  # some, not all, gradients clipped
@@ -133,7 +149,9 @@ def test_small_operand_first_puts_the_smaller_operand_left():
                for e in _dots(before))
     assert _dots(after) and all(np.prod(e.invars[0].aval.shape) <= np.prod(e.invars[1].aval.shape)
                                 for e in _dots(after))
-    np.testing.assert_allclose(jr.small_operand_first(grad)(ts), grad(ts), rtol=1e-13)
+    # Both evaluated in one compiled program (eagerly, every operation compiled its own).
+    rewritten, plain = jax.jit(lambda s: (jr.small_operand_first(grad)(s), grad(s)))(ts)
+    np.testing.assert_allclose(rewritten, plain, rtol=1e-13)
 
     # Batch axes are left alone; a requested output dtype is kept.
     a = jnp.asarray(rng.normal(size=(2, 50, 3)), jnp.float32)
@@ -146,7 +164,7 @@ def test_small_operand_first_puts_the_smaller_operand_left():
                                    preferred_element_type=jnp.float64)
         return batched, wide
 
-    got, want = jr.small_operand_first(f)(a, b, c), f(a, b, c)
+    got, want = jax.jit(lambda a, b, c: (jr.small_operand_first(f)(a, b, c), f(a, b, c)))(a, b, c)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-5)

@@ -149,12 +149,15 @@ def test_cli_plan_prints_the_python_plan():
 
 
 def test_glm_result_carries_its_plan():
+    # The shape, budget and draws of tests/test_ledger.py::test_glm_and_cli_charge_the_ledger's
+    # run (n = 1000, one covariate, ε = 2, δ = 1e-6, the default 4 x 1000 draws): one of the two
+    # runs compiles the programs both use, whichever runs first.
     rng = np.random.default_rng(0)
-    x = rng.uniform(0, 10, 2000)
-    y = (rng.uniform(size=2000) < 1 / (1 + np.exp(-(x - 5) / 2))).astype(int)
+    x = rng.uniform(0, 10, 1000)
+    y = (rng.uniform(size=1000) < 1 / (1 + np.exp(-(x - 5) / 2))).astype(int)
     df = pd.DataFrame({"x": x, "y": np.where(y == 1, "yes", "no")})
     res = dpmcmc.glm(df, "logistic", target="y", bounds={"x": [0, 10], "y": {"categories": ["no", "yes"]}},
-                     epsilon=2.0, delta=1e-6, draws=50, chains=1)
+                     epsilon=2.0, delta=1e-6)
     p = res.plan
     assert p.iterations == res.privacy.iterations == res.params["steps"]
     assert p.noise[0].noise_sd == pytest.approx(res.params["grad_noise_sd"][-1])

@@ -1,10 +1,18 @@
 """Presets reproduce the seeds' settings (values hard-coded from the seed text, lines cited)."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dpmcmc.models import PRESETS, Preset, preset, preset_settings
+
+
+@functools.lru_cache(maxsize=None)
+def _built(name, n):
+    """``preset(name, n=n)``, built once per module: the tests below only read it."""
+    return preset(name, n=n)
 
 # 001 (seeds/001_80a6669f238e964e.txt) Table 5.1, lines 1042-1050:
 # Name | d | n | n_0 | a | sigma_0^2
@@ -33,7 +41,7 @@ def test_names():
 @pytest.mark.parametrize("name", sorted(TABLE_5_1))
 def test_thesis_rows_match_table(name):
     d, n_table, n0, a, s0 = TABLE_5_1[name]
-    p = preset(name, n=2000)
+    p = _built(name, 2000)
     assert isinstance(p, Preset) and p.name == name
     s = p.settings
     assert (s["dim"], s["n_table"], s["n0"], s["a"], s["sigma0_sq"]) == (d, n_table, n0, a, s0)
@@ -99,7 +107,7 @@ def test_gaussian_10d_paper_settings():
     assert np.all(np.linalg.eigvalsh(md["cov"]) > 0)
     assert p.settings["clip"] == {"dp-hmc": 6.0, "dp-penalty": 10.0}
     # The covariance is fixed: it does not change with the data key.
-    q = preset("gaussian-10d", n=50, key=jax.random.key(1))
+    q = preset("gaussian-10d", n=5000, key=jax.random.key(1))  # p's n: no new shapes to compile
     np.testing.assert_array_equal(q.model.metadata["cov"], md["cov"])
     # Exact posterior draws agree with the closed-form mean.
     draws = np.asarray(p.posterior_sampler(jax.random.key(2), 20000))
@@ -126,12 +134,13 @@ def test_curved_banana_presets_leave_the_batch_functions_to_autodiff():
     # ratio function alone the row-major layout made DP-HMC 4× the hand-written limit.
     # The 2-parameter circle and correlated Gauss: DP-HMC 11× and 2.6× faster per iteration
     # through per-record gradients than through the factories' batch functions.
+    # n = 2000: the thesis presets test_thesis_rows_match_table built.
     for name in ("banana-2d", "gaussian-10d", "thesis-circle", "thesis-correlated-gauss",
                  *(k for k, row in TABLE_5_1.items() if "banana" in k)):
-        model = preset(name, n=1000).model
+        model = _built(name, 2000).model
         assert model.log_likelihood_batch is None and model.grad_log_likelihood_batch is None, name
     # a = 0 (30-d Gauss): the supplied ratio pass is the faster one, so it is kept.
-    gauss = preset("thesis-gauss-30d", n=1000).model
+    gauss = _built("thesis-gauss-30d", 2000).model
     assert gauss.log_likelihood_batch is not None and gauss.grad_log_likelihood_batch is not None
 
 
@@ -149,7 +158,7 @@ def test_preset_settings_are_the_presets_settings_without_their_data():
     assert len(thesis) == 8
     for name in thesis:
         # n = 2000: above every tempered preset's n0 = 1000, small enough to build quickly.
-        assert preset_settings(name, 2000) == preset(name, n=2000).settings, name
+        assert preset_settings(name, 2000) == _built(name, 2000).settings, name
     assert preset_settings("thesis-circle")["n"] == 100000  # the table's n by default
     assert preset_settings("banana-2d", 500) == preset("banana-2d", n=500).settings
     with pytest.raises(ValueError, match="n0"):

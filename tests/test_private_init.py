@@ -139,10 +139,11 @@ def test_default_start_is_private_exactly_where_it_applies():
                                   init_mu=0.1 * accounting.gaussian_mu(2.05, 1e-6))
     p = dpmcmc.plan(m, N, "dp-penalty", epsilon=2.05, delta=1e-6, chains=2, **tiny)
     assert p.start.startswith("data-independent") and p.iterations == lone
-    # The run does what its plan says.
-    res = dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, chains=2, key=jax.random.key(0),
+    # The run does what its plan says. (4 chains, the default: the configuration of
+    # test_private_start_is_accounted_as_its_own_mechanism, whose compiled program serves it.)
+    res = dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, key=jax.random.key(0),
                         progress=False, **pen)
     assert res.plan.start.startswith("private")
     assert any(x["name"].startswith("private initialisation") for x in res.privacy.mechanisms)
-    assert dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, chains=2, key=jax.random.key(0),
+    assert dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, key=jax.random.key(0),
                          progress=False, secure=True, **pen).plan.start.startswith("data-independent")

@@ -116,7 +116,11 @@ def test_accept_flags_can_be_read_off_the_draws(algorithm):
     np.testing.assert_array_equal(moved, res.released.accepted)
 
 
-@pytest.mark.parametrize("algorithm", ["dp-sgld", pytest.param("dp-sgnht", marks=pytest.mark.slow)])
+# Both slow: the same assertions (every released flag accepted, none diverged, acceptance rate
+# 1) on a dp-sgld run through dpmcmc.sample are in tests/test_sgld.py::test_sample_end_to_end,
+# in the default run; each case here compiles a sampler of its own (~0.5 CPU-s).
+@pytest.mark.parametrize("algorithm", [pytest.param("dp-sgld", marks=pytest.mark.slow),
+                                       pytest.param("dp-sgnht", marks=pytest.mark.slow)])
 def test_samplers_without_accept_step_accept_always(algorithm):
     res = real_run(algorithm)
     assert res.released.accepted.all() and not res.released.diverged.any()

@@ -99,7 +99,13 @@ def dphmc_params(p, tau_l=0.08):
                 leapfrog_steps=3)
 
 
-def test_rwmh_is_exact(problem):
+# T = 0.5, like the other samplers here, is the default run's case: it checks that RWMH
+# multiplies the log-likelihood by T (tests/test_tempering.py, on the banana, is slow), and it
+# has power against a dropped T: the chains would contract to the untempered posterior, half
+# the variance (mean z² 0.51 and p = 6e-25 for this key), far below ALPHA. T = 1 is slow.
+@pytest.mark.parametrize("which", [pytest.param("problem", marks=pytest.mark.slow), "tempered"])
+def test_rwmh_is_exact(which, request):
+    problem = request.getfixturevalue(which)
     kernel = build("rwmh", problem, proposal_std=1.2 * problem.sd)
     final, info = run_from_stationarity(kernel, problem, CHAINS, ITERS, key=1)
     p, _ = exactness_pvalue(final, problem)
@@ -146,6 +152,13 @@ def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
     assert float(info.accepted.mean()) > 0.1
 
 
+# slow (~1.3 CPU-s, a chain program of its own): the power demonstration for DP-HMC. Its accept
+# step is the shared penalty_accept (dpmcmc.samplers._penalty), the one DP penalty uses; that
+# this exactness check catches the test without its −σ²/2 term is shown in the default run by
+# test_dp_penalty_without_correction_is_detected, and DP-HMC's own exactness (which a missing
+# term breaks, as this test shows in the slow run) by
+# test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering.
+@pytest.mark.slow
 def test_dp_hmc_without_correction_is_detected(tempered):
     prm = dphmc_params(tempered)
     kernel = tapped_dp_hmc(tempered.model, prm["tau_l"], prm["tau_g"], prm["clip"],

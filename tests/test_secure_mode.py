@@ -83,7 +83,16 @@ def test_secure_noise_is_jit_and_vmap_consistent():
         np.testing.assert_array_equal(out[c], expected_noise(secret, c, 7, keys[c], (2,)))
 
 
-@pytest.mark.parametrize("algorithm", PRIVATE)
+# slow: dp-penalty's case. Its secure draws are counted against the accountant's releases, the
+# same equality, by test_noise_source.py::test_two_secure_runs_in_threads_draw_each_their_own_noise
+# [dp-penalty] and test_secure_and_default_runs_in_threads_keep_their_modes (there in threads, a
+# run alone could only do better).
+# slow too: dp-sgnht's case. Its kernel is dp-sgld's tapped_stochastic_gradient with another
+# update; its only privacy noise is that kernel's gradient release, dp-sgld's release_batch_grad,
+# whose draws dp-sgld's case counts.
+@pytest.mark.parametrize("algorithm", [
+    pytest.param(a, marks=pytest.mark.slow) if a in ("dp-penalty", "dp-sgnht") else a
+    for a in PRIVATE])
 def test_every_noise_draw_is_secure(algorithm, monkeypatch):
     """Executions of the secure draw = releases charged by the accountant, for every sampler."""
     count = count_secure_draws(monkeypatch)
@@ -180,12 +189,14 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     default_batch = np.asarray(sample_batch_indices(key, n, b))
     default_corr = np.asarray(sample_correction(key, (64,)))
 
+    # One compiled program for both draws (op-by-op they compile some fifty small ones). No
+    # cache clearing needed: the source (its secret a traced leaf) is an argument.
+    draws = jax.jit(lambda source: (sample_batch_indices(key, n, b, source),
+                                    sample_correction(key, (64,), noise=source)))
+
     def under(seed):
-        # No cache clearing needed: the source (its secret a traced leaf) is an argument.
-        source = NoiseSource(secure_key(seed).words)
-        batch = np.asarray(sample_batch_indices(key, n, b, source))
-        corr = np.asarray(sample_correction(key, (64,), noise=source))
-        return batch, corr
+        batch, corr = draws(NoiseSource(secure_key(seed).words))
+        return np.asarray(batch), np.asarray(corr)
 
     b1, c1 = under(1)
     b1_again, c1_again = under(1)

@@ -22,10 +22,14 @@ SUBSAMPLED = tuple(name for name, spec in _ALGORITHMS.items() if spec.data_acces
 from host_devices import check
 
 # Same key, same draws, with and without the mesh, for the algorithms in ``cases``: run by the
-# default child below for dp-sgld (gradient batches) and minibatch-penalty (log-ratio batches,
-# plain and secure), and by the slow child for dp-barker and dp-sgnht, which gather their
-# batches through the same batch_rows as those two (dp-sgnht releases through dp-sgld's
-# release_batch_grad, dp-barker reads minibatch-penalty's log-ratio batch statistics).
+# default child below for dp-sgld (gradient batches, batch indices from jax.random) and
+# minibatch-penalty in secure mode (log-ratio batches, indices from ChaCha20), and by the slow
+# child for dp-barker and dp-sgnht, which gather their batches through the same batch_rows as
+# those two (dp-sgnht releases through dp-sgld's release_batch_grad, dp-barker reads
+# minibatch-penalty's log-ratio batch statistics), and for minibatch-penalty outside secure mode
+# (the same gather and log-ratio pass as its secure run, on indices drawn as dp-sgld's are).
+# ``plain_only``: algorithms run without the mesh only, as the reference a secure run of the
+# same key must differ from.
 _SETUP = r"""
     import json, os, re, time
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
@@ -49,9 +53,13 @@ _SETUP = r"""
         "dp-sgnht": dict(step_size=3e-4, batch_size=200, noise_multiplier=1.0, grad_clip=3.0),
     }
 
-    def same_draws(cases):
+    def same_draws(cases, plain_only=()):
         out["identical"], out["moved"], out["seconds"], plain = {}, {}, {}, {}
         t0 = time.time()
+        for alg in plain_only:
+            plain[alg] = dpmcmc.sample(p.model, p.data, alg, chains=2, iterations=12,
+                                       key=jax.random.key(3), theta0=np.asarray(p.theta_true),
+                                       delta=1e-5, progress=False, **runs[alg]).samples
         for alg, secure in cases:
             kw = dict(chains=2, iterations=12, key=jax.random.key(3),
                       theta0=np.asarray(p.theta_true), delta=1e-5, progress=False, **runs[alg])
@@ -87,7 +95,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(_SETUP + r"""
     out["gather_bits_equal"] = bool(np.array_equal(got.view(np.uint64), want.view(np.uint64)))
 
     # 2. Same key, same draws, through dpmcmc.sample.
-    same_draws([("dp-sgld", False), ("minibatch-penalty", False), ("minibatch-penalty", True)])
+    same_draws([("dp-sgld", False), ("minibatch-penalty", True)], plain_only=["minibatch-penalty"])
 
     # 3. The compiled program: no all-gather, and no buffer holding all N rows.
     def big_shapes(txt):
@@ -124,7 +132,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(_SETUP + r"""
 
 # The slow tests' cases, run in the same child when they are selected (conftest._child_scripts).
 HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_SETUP + r"""
-    same_draws([("dp-barker", False), ("dp-sgnht", False)])
+    same_draws([("dp-barker", False), ("dp-sgnht", False), ("minibatch-penalty", False)])
     print("RESULT" + json.dumps(out))
 """)
 
@@ -147,13 +155,17 @@ def _same_draws(out):
 
 
 def test_sharded_draws_equal_unsharded_draws(child):
-    """A gradient sampler and a log-ratio sampler (plain and secure); the other two are
-    test_sharded_draws_equal_unsharded_draws_every_sampler (slow)."""
-    assert set(child["identical"]) == {"dp-sgld", "minibatch-penalty", "minibatch-penalty/secure"}
+    """A gradient sampler and a log-ratio sampler (in secure mode); the other two, and the
+    log-ratio sampler outside secure mode, are test_sharded_draws_equal_unsharded_draws_every_sampler
+    (slow)."""
+    assert set(child["identical"]) == {"dp-sgld", "minibatch-penalty/secure"}
     assert child["secure_differs"]
     _same_draws(child)
 
 
+# slow: dp-barker and dp-sgnht gather through the same batch_rows as dp-sgld and
+# minibatch-penalty (see above), and minibatch-penalty outside secure mode is the same sharded
+# gather and pass as its secure run, all compared in test_sharded_draws_equal_unsharded_draws.
 @pytest.mark.slow
 def test_sharded_draws_equal_unsharded_draws_every_sampler(child, host_device_results):
     slow = check(host_device_results[__name__ + ":slow"])

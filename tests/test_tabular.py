@@ -44,6 +44,16 @@ def _hmc(table, **kw):
     return dpmcmc.glm(table, "logistic", **args)
 
 
+def _dp40(table, **kw):
+    """The private run of test_private_run_uses_every_row_despite_out_of_range_covariates and
+    test_cli_sample_round_trip (40 rows, 2 chains, 3 iterations, L = 2, delta 1e-3): every
+    40-row run below is this one compiled chain program, the data an argument of it."""
+    args = dict(target="default", bounds=BOUNDS, delta=1e-3, iterations=3, algorithm="dp-hmc",
+                chains=2, key=jax.random.key(0), progress=False, leapfrog_steps=2)
+    args.update(kw)
+    return dpmcmc.glm(table, "logistic", **args)
+
+
 # ----------------------------------------------------------------------- scaling, exactly
 
 def test_back_transformation_exact_on_known_example():
@@ -87,11 +97,12 @@ def test_design_clips_covariates_keeps_every_row_and_scales_by_declared_bounds()
 
 
 def test_private_run_uses_every_row_despite_out_of_range_covariates():
-    df = _table(30)
+    # The size and settings of test_cli_sample_round_trip's run (40 rows, 2 chains, 3 iterations,
+    # L = 2): the two share one compiled chain program.
+    df = _table(40)
     df.loc[:4, "income"] = 1e6
-    res = dpmcmc.glm(df, "logistic", target="default", bounds=BOUNDS, delta=1e-3, iterations=2, algorithm="dp-hmc",
-                     chains=1, key=jax.random.key(0), progress=False, leapfrog_steps=2)
-    assert res.privacy.n == 30
+    res = _dp40(df)
+    assert res.privacy.n == 40
     assert res.param_names == NAMES
     # Default clips come from the declared bounds only: sqrt(1 + d) for logistic regression.
     assert res.params["clip"] == res.params["grad_clip"] == math.sqrt(4)
@@ -188,8 +199,16 @@ def test_param_names_validated():
     assert Model(**kw, param_names=["a", "b"]).param_names == ("a", "b")
 
 
-def test_result_param_names_validated():
-    res = _hmc(_table(10))
+@pytest.fixture(scope="module")
+def hmc40():
+    """One run on the 40-row table, shared by the tests that read a result: the private _dp40
+    run (the program test_private_run_uses_every_row_despite_out_of_range_covariates and the
+    command compile; what these tests read does not depend on the algorithm)."""
+    return _dp40(_table(40))
+
+
+def test_result_param_names_validated(hmc40):
+    res = hmc40
     with pytest.raises(ValueError, match="param_names must have one name per parameter"):
         dataclasses.replace(res, param_names=("a", "b"))
     with pytest.raises(ValueError, match="'chain' cannot name a posterior variable"):
@@ -200,13 +219,13 @@ def test_result_param_names_validated():
 
 # ----------------------------------------------------------------------- inputs agree, files
 
-def test_pandas_csv_and_parquet_inputs_agree(tmp_path):
+def test_pandas_csv_and_parquet_inputs_agree(tmp_path, hmc40):
     df = _table(40)
     df.to_csv(tmp_path / "t.csv", index=False)
     df.to_parquet(tmp_path / "t.parquet")
-    a = _hmc(df)
-    b = _hmc(str(tmp_path / "t.csv"))
-    c = _hmc(tmp_path / "t.parquet")
+    a = hmc40  # _dp40(df): the same table (_table(40)), the same key
+    b = _dp40(str(tmp_path / "t.csv"))
+    c = _dp40(tmp_path / "t.parquet")
     assert a.param_names == b.param_names == c.param_names == NAMES
     np.testing.assert_array_equal(a.samples, b.samples)
     np.testing.assert_array_equal(a.samples, c.samples)
@@ -214,12 +233,12 @@ def test_pandas_csv_and_parquet_inputs_agree(tmp_path):
 
 def test_polars_input_agrees_with_pandas():
     pl = pytest.importorskip("polars")
-    df = _table(20)
-    np.testing.assert_array_equal(_hmc(pl.from_pandas(df)).samples, _hmc(df).samples)
+    df = _table(40)  # hmc40's size: one compiled program for all the 40-row runs
+    np.testing.assert_array_equal(_dp40(pl.from_pandas(df)).samples, _dp40(df).samples)
 
 
-def test_saved_result_has_one_variable_per_term(tmp_path):
-    res = _hmc(_table(20))
+def test_saved_result_has_one_variable_per_term(tmp_path, hmc40):
+    res = hmc40
     path = res.save(tmp_path / "r.nc")
     import arviz as az
 
@@ -258,7 +277,10 @@ def files(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("name", ["t.csv", "t.parquet"])
+# The Parquet case is slow-only: the command reads both formats through one loader, whose
+# Parquet path test_pandas_csv_and_parquet_inputs_agree checks (same draws as the CSV and the
+# DataFrame); the CSV case guards the command's round trip.
+@pytest.mark.parametrize("name", ["t.csv", pytest.param("t.parquet", marks=pytest.mark.slow)])
 def test_cli_sample_round_trip(files, name):
     out = files / f"{name}.nc"
     args = ["sample", str(files / name), "--model", "logistic", "--target", "default",

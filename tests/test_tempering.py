@@ -55,7 +55,15 @@ RWMH = dict(proposal_std=[0.02, 0.2])
 PENALTY = dict(tau=1e-4, clip=200.0, proposal_std=[0.02, 0.2])
 
 
-CASES = [("rwmh", RWMH), pytest.param("dp-penalty", PENALTY, marks=pytest.mark.slow)]
+# Both cases slow (each case is two level-1 compiles over n = 20 000 records, ~3 CPU-s for the
+# pair). In the default run the same properties are guarded by
+# test_samplers_exact.py::test_rwmh_is_exact[tempered] and test_dp_penalty_is_exact_with_noise_
+# and_tempering (the samplers' T, on a T = 0.5 Gaussian posterior, where a dropped T halves the
+# variance: p = 6e-25 for RWMH); the tempered banana's exact posterior by
+# test_models.py::test_tempered_banana_density_matches_log_posterior. (The same MMD design on
+# this preset, test_minibatch_penalty.py::test_tempered_banana_two_sample_fast, is slow too.)
+CASES = [pytest.param("rwmh", RWMH, marks=pytest.mark.slow),
+         pytest.param("dp-penalty", PENALTY, marks=pytest.mark.slow)]
 
 
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)

@@ -283,14 +283,16 @@ def test_rewrite_keeps_custom_rules(name, data):
     x = jnp.asarray(data[:16])
     block = lambda t: jnp.sum(jax.vmap(ll, (None, 0))(t, x))  # noqa: E731
     fast = jr.unroll_small_reductions(block)
+    # Both gradients in one compiled program (one compilation per model, not one per operation).
+    grads = jax.jit(lambda t: (jax.grad(fast)(t), jax.grad(block)(t)))
     for th in THETAS:
-        t = jnp.asarray(th)
-        np.testing.assert_allclose(jax.grad(fast)(t), jax.grad(block)(t), rtol=1e-12, atol=1e-12)
+        g_fast, g_block = grads(jnp.asarray(th))
+        np.testing.assert_allclose(g_fast, g_block, rtol=1e-12, atol=1e-12)
     if name == "custom_jvp":
         # The rule's factor 3 (not 2) is the one applied: d/dθ Σ -½‖x_j−θ‖² by it is 1.5 Σ (x_j−θ).
         t = jnp.asarray(THETAS[0])
         expect = 1.5 * jnp.sum(x[:, :D] - t, axis=0)
-        np.testing.assert_allclose(jax.grad(fast)(t), expect, rtol=1e-12)
+        np.testing.assert_allclose(grads(t)[0], expect, rtol=1e-12)
 
 
 def test_unknown_higher_order_primitive_runs_as_written(data):
@@ -327,7 +329,38 @@ def _run(model, x, algo):
     return res
 
 
-@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+# The every-sampler runs of a user model with sub-jaxprs (the kitchen sink) and of the built-in
+# logistic regression (row-major batch functions; its softplus is a custom_jvp) are split between
+# the two in the default suite, so that every sampler's own use of the per-example passes meets
+# one of them: the kitchen sink under dp-hmc (clipped gradient and ratio sums over all rows),
+# dp-penalty (the cached per-row log-likelihoods), dp-barker (clipped per-example ratios of a
+# minibatch) and rwmh (ratio and log-likelihood sums); the logistic regression under hmc
+# (log-likelihood sum and gradient), dp-sgld (clipped gradient sum of a minibatch) and
+# minibatch-penalty (clipped per-example ratios of a minibatch, dp-barker's pass). dp-sgnht steps
+# through dp-sgld's gradient release (dp_sgnht imports prepare_sgd and its releases from
+# dp_sgld), so logistic[dp-sgld] guards it. Each model under every sampler is the slow run; every
+# pass (the gradient sum hmc takes included) on every battery model is
+# test_fast_path_equals_vmap.
+# The kitchen sink under rwmh and dp-barker is slow-only as well: rwmh's passes are the
+# unclipped ratio and log-likelihood sums, which the kitchen sink meets inside a chain under
+# dp-hmc and dp-penalty (and test_fast_path_equals_vmap checks on each of its parts), and
+# rwmh itself runs in the default suite on four built-ins (test_builtin_under_rwmh);
+# dp-barker's pass (clipped per-example ratios of a minibatch) is minibatch-penalty's, run by
+# logistic[minibatch-penalty] (a custom_jvp sub-jaxpr), its per-row values on every battery
+# model being test_fast_path_equals_vmap's forward block pass.
+_KITCHEN_SLOW = ("hmc", "dp-sgld", "dp-sgnht", "minibatch-penalty", "rwmh", "dp-barker")
+# logistic[hmc] is slow-only: hmc's pass (the log-likelihood sum and its gradient) is checked
+# on the softplus model (the logistic likelihood, custom_jvp included) and every other battery
+# model by test_fast_path_equals_vmap, and the gradient passes run inside a chain in the default
+# suite under dp-hmc (kitchen sink) and dp-sgld (logistic).
+_LOGISTIC_SLOW = ("dp-hmc", "dp-penalty", "dp-barker", "rwmh", "dp-sgnht", "hmc")
+
+
+def _samplers(slow):
+    return [pytest.param(a, marks=pytest.mark.slow) if a in slow else a for a in sorted(ALGORITHMS)]
+
+
+@pytest.mark.parametrize("algo", _samplers(_KITCHEN_SLOW))
 def test_kitchen_sink_model_under_every_sampler(algo, data):
     _run(_model("kitchen_sink"), data, algo)
 
@@ -361,13 +394,17 @@ def builtin_models():
             for k, m in built.items()}
 
 
-@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algo", _samplers(_LOGISTIC_SLOW))  # split: see _KITCHEN_SLOW
 def test_logistic_regression_under_every_sampler(algo, builtin_models):
     model, x = builtin_models["logistic"]
     _run(model, x, algo)
 
 
-@pytest.mark.parametrize("name", ["gaussian", "banana", "circle", "mixture"])
+# circle and mixture are slow-only: their unrolled batch functions equal vmap in
+# test_builtin_batch_functions_equal_vmap, and the in-chain run of a built-in's unrolled forward
+# pass is guarded by the gaussian and banana cases (and the logistic runs above).
+@pytest.mark.parametrize("name", ["gaussian", "banana", pytest.param("circle", marks=pytest.mark.slow),
+                                  pytest.param("mixture", marks=pytest.mark.slow)])
 def test_builtin_under_rwmh(name, builtin_models):
     """Each built-in through the unrolled forward pass (rwmh is its cheapest user); the slow
     test runs every built-in under every sampler."""

@@ -69,8 +69,15 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
 
 # dp-sgnht is slow-only here: it adapts through the same ADAPTATIONS entry as dp-sgld (the
 # preconditioner from the released draws, no accept step), so the dp-sgld case guards that
-# path in the default suite.
-@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow) if a == "dp-sgnht" else a
+# path in the default suite. dp-hmc is slow-only too: what makes the property hold is the
+# shared adaptive_kernel, which hands the adaptation the released accept decision and the
+# released draw only; the dp-penalty case guards its accept-target step adaptation (dual
+# averaging toward a target, as dp-hmc's step size) and the dp-sgld case its per-coordinate
+# diagonal from the released draws (dp-hmc's mass is the same statistic, inverted).
+_ADAPT_SLOW = ("dp-sgnht", "dp-hmc")
+
+
+@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow) if a in _ADAPT_SLOW else a
                                        for a in sorted(BUILDERS)])
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
@@ -99,27 +106,33 @@ def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws(tmp_path):
     kw = dict(epsilon=30.0, delta=1e-6, chains=2, key=jax.random.key(3), progress=False,
               theta0=np.zeros((2, DIM)), **RW)
     plain = dpmcmc.sample(MODEL, D1, "dp-penalty", **kw)
-    warm = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup=20, **kw)
     total = plain.samples.shape[1]
-    assert warm.samples.shape == (2, total - 20, DIM)
+    # The explicit warm-up is the length "auto" picks (total // 2): the two runs then share
+    # their compiled programs (the warm-up length is part of the adaptive kernel), and "auto"
+    # is shown to be exactly that explicit run.
+    w = total // 2
+    assert 0 < w < total
+    warm = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup=w, **kw)
+    assert warm.samples.shape == (2, total - w, DIM)
     assert warm.privacy.to_dict() == plain.privacy.to_dict()   # same releases, same charge
-    assert warm.plan.warmup == 20 and warm.plan.iterations == total
-    assert warm.released.accepted.shape == (2, total - 20)
+    assert warm.plan.warmup == w and warm.plan.iterations == total
+    assert warm.released.accepted.shape == (2, total - w)
     assert warm.adapted["proposal_std"].shape == (2, DIM)
     auto = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup="auto", **kw)
-    assert auto.samples.shape[1] == total - total // 2
+    assert auto.samples.shape[1] == total - total // 2 and auto.plan.warmup == w
+    np.testing.assert_array_equal(auto.samples, warm.samples)
     # Saved and loaded: the file says how many paid iterations precede its draws, and load
     # checks the draws against the report with them (it refused every warmed-up file before).
-    assert warm.warmup == 20 and plain.warmup == 0
+    assert warm.warmup == w and plain.warmup == 0
     loaded = dpmcmc.load(warm.save(tmp_path / "warm.nc"))
-    assert loaded.warmup == 20 and loaded.privacy.iterations == total
+    assert loaded.warmup == w and loaded.privacy.iterations == total
     np.testing.assert_array_equal(loaded.samples, warm.samples)
     # A file whose draws do not add up with its warm-up to the report's iterations is refused.
     import h5py
 
     with h5py.File(tmp_path / "warm.nc", "r+") as f:
-        f["posterior"].attrs["warmup"] = 19
-    with pytest.raises(dpmcmc.ResultFileError, match="after a warm-up of 19"):
+        f["posterior"].attrs["warmup"] = w - 1
+    with pytest.raises(dpmcmc.ResultFileError, match=f"after a warm-up of {w - 1}"):
         dpmcmc.load(tmp_path / "warm.nc")
 
 
