@@ -14,26 +14,7 @@ import pytest
 import dpmcmc
 from dpmcmc.models import preset
 from dpmcmc.samplers._driver import chunk_length
-from test_compile_cache import PENALTY
-
-
-class ProgramTraces:
-    """Names of the functions JAX traces for compilation (its monitoring events). The chain
-    program is the driver's ``run``; slicing the last chunk's rows off is a small eager op."""
-
-    def __init__(self):
-        self.names = []
-
-    def __call__(self, name, duration, **kwargs):
-        if name == "/jax/core/compile/jaxpr_trace_duration":
-            self.names.append(kwargs.get("fun_name"))
-
-    def __enter__(self):
-        jax.monitoring.register_event_duration_secs_listener(self)
-        return self
-
-    def __exit__(self, *exc):
-        jax.monitoring.unregister_event_duration_listener(self)
+from test_compile_cache import PENALTY, CompileCounter
 
 
 def test_chunk_length_buckets():
@@ -58,14 +39,15 @@ def test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike():
                              delta=1e-5, key=jax.random.key(3), progress=False, theta0=theta0,
                              **PENALTY)
 
+    # The chain program is the driver's ``run``; slicing the last chunk's rows off is host work.
     long = run(30)  # chunk_length(30) == 32
-    with ProgramTraces() as same_bucket:
+    with CompileCounter() as same_bucket:
         short = run(29)  # chunk_length(29) == 32: the same program
-    assert "run" not in same_bucket.names, same_bucket.names
+    assert "run" not in same_bucket.traced, same_bucket.traced
     assert short.samples.shape[1] == 29
     np.testing.assert_array_equal(short.samples, long.samples[:, :29])
     assert np.ptp(long.samples[0, :, 0]) > 0  # the chains move
     # The counter sees a new program: 33 iterations fall in the next bucket (40).
-    with ProgramTraces() as next_bucket:
+    with CompileCounter() as next_bucket:
         run(33)
-    assert "run" in next_bucket.names, next_bucket.names
+    assert "run" in next_bucket.traced, next_bucket.traced

@@ -38,11 +38,13 @@ class CompileCounter:
 
     def __init__(self):
         self.compiles = self.traces = 0
+        self.traced = []  # the names of all functions traced for compilation
 
     def __call__(self, name, duration, **kwargs):
         if name == "/jax/core/compile/backend_compile_duration":
             self.compiles += 1
         elif name == "/jax/core/compile/jaxpr_trace_duration":
+            self.traced.append(kwargs.get("fun_name"))
             where = [f.filename for f in traceback.extract_stack()]
             self.traces += any(os.path.join("dpmcmc", "samplers") in w for w in where)
 
