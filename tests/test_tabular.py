@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 
 import jax
 import numpy as np
@@ -132,26 +133,84 @@ def test_default_clips():
 
 # ----------------------------------------------------------------------- bad input, by name
 
-@pytest.mark.parametrize("column", ["income", "student", "default"])
-def test_missing_values_are_an_error_naming_the_column(column):
+@pytest.mark.parametrize("column, index, centre", [
+    ("income", 1, 0.0),       # midpoint of [0, 100], scaled
+    ("student", 3, 0.0),      # every indicator 1/2, scaled
+    ("default", 4, 0.5),      # a two-class target: y = 1/2
+])
+def test_missing_values_take_the_centre_of_the_declared_domain(column, index, centre):
+    # Whether a table is refused must not depend on one record's value: a missing cell without
+    # a declared imputation maps to the centre of its declared domain (a public point).
     df = _table(10)
     df.loc[3, column] = None
-    with pytest.raises(ValueError, match=f"column '{column}' has missing values"):
-        _hmc(df)
+    des = design(df, "logistic", "default", ["income", "age", "student"], BOUNDS)
+    assert des.data[3, index] == centre
+    np.testing.assert_array_equal(np.delete(des.data, 3, axis=0),
+                                  np.delete(design(_table(10), "logistic", "default",
+                                                   ["income", "age", "student"], BOUNDS).data, 3, axis=0))
 
 
 def test_declared_imputation_value_fills_missing_values():
-    df = _table(10)
+    df = _table(10).astype({"age": object})
     df.loc[3, "age"] = np.nan
+    df.loc[4, "age"] = "forty"   # unreadable as a number: imputed the same way
     des = design(df, "logistic", "default", None, BOUNDS)
-    assert des.data[3, 2] == (40 - 54) / 36
+    assert des.data[3, 2] == des.data[4, 2] == (40 - 54) / 36
+    imputed = {**BOUNDS, "student": {"categories": ["No", "Yes"], "impute": "Yes"}}
+    df.loc[5, "student"] = "Maybe"
+    assert design(df, "logistic", "default", None, imputed).data[5, 3] == 1.0
 
 
-def test_undeclared_category_is_an_error_naming_the_column():
+def test_undeclared_category_takes_the_centre_not_an_error():
     df = _table(10)
     df.loc[2, "student"] = "Maybe"
-    with pytest.raises(ValueError, match="column 'student' holds values outside its declared categories"):
-        _hmc(df)
+    assert design(df, "logistic", "default", None, BOUNDS).data[2, 3] == 0.0
+
+
+def test_na_like_categories_infinities_and_unused_columns_from_csv(tmp_path):
+    # Declared levels spelled like pandas' missing-value markers are levels; ±inf and 1e400
+    # are clipped into the declared range; an unused mixed-type column is never read (pandas
+    # would warn naming it).
+    rows = ["y,c,x,junk"] + [f"{i % 2},{lvl},{x},{j}" for i, (lvl, x, j) in enumerate(
+        [("None", "inf", "a"), ("NA", "-inf", "1"), ("nan", "1e400", "2.5"), ("N/A", "3", "x"),
+         ("null", "-1e400", "")])] + [f"0,NA,5,{k}" for k in range(200_000)]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    levels = ["None", "NA", "nan", "N/A", "null"]
+    bounds = {"y": [0, 1], "c": {"categories": levels}, "x": [0, 10]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        des = design(str(path), "logistic", "y", ["c", "x"], bounds)
+    assert des.names == ("intercept", "c[NA]", "c[nan]", "c[N/A]", "c[null]", "x")
+    head = des.data[:5]
+    np.testing.assert_array_equal(head[:, 1:5], 2 * np.eye(5)[:, 1:] - 1)   # one level each
+    np.testing.assert_array_equal(head[:, 5], [1, -1, 1, -0.4, -1])           # clipped to [0, 10]
+    np.testing.assert_array_equal(head[:, 6], [0, 1, 0, 1, 0])                # a 0/1 target
+
+
+def test_refusal_never_depends_on_a_value():
+    # Neighbouring tables (one row replaced by anything at all) are both accepted: same shape,
+    # every value inside the declared box.
+    base = _table(12)
+    for value in [None, np.nan, np.inf, -np.inf, "text", "Maybe", 1e400, "", "NA"]:
+        for column in ("income", "student", "default"):
+            df = base.copy().astype(object)
+            df.loc[5, column] = value
+            des = design(df, "logistic", "default", None, BOUNDS)
+            assert des.data.shape == (12, 5) and np.all(np.isfinite(des.data))
+            assert np.all(np.abs(des.data[:, 1:4]) <= 1) and np.all((des.data[:, 4] >= 0) & (des.data[:, 4] <= 1))
+
+
+def test_integer_and_string_classes_match_either_way(tmp_path):
+    # A 0/1 integer target declared as [0, 1] or as ["0", "1"] (from a DataFrame or a CSV).
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [0, 1, 1]})
+    want = np.array([[1, -0.5, 0], [1, 0, 1], [1, 0.5, 1]])
+    for ydecl in ([0, 1], {"categories": ["0", "1"]}, {"categories": [0, 1]}):
+        bounds = {"x": [0, 4], "y": ydecl}
+        np.testing.assert_array_equal(design(df, "logistic", "y", None, bounds).data, want)
+        df.to_csv(tmp_path / "t.csv", index=False)
+        np.testing.assert_array_equal(design(str(tmp_path / "t.csv"), "logistic", "y", None,
+                                             bounds).data, want)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -183,7 +242,7 @@ def test_column_without_bounds_is_an_error_naming_it():
     ({"income": [5, 5]}, r"bounds\['income'\]: need finite lo < hi"),
     ({"income": {"bounds": [0, 1], "impute": 3}}, r"bounds\['income'\]: impute must be a number in"),
     ({"student": {"categories": ["No"]}}, r"bounds\['student'\]: 'categories' must list at least two"),
-    ({"default": [0, 1]}, r"bounds\['default'\]: a logistic target needs two declared classes"),
+    ({"default": [0, 2]}, r"bounds\['default'\]: a logistic target needs two declared classes"),
 ])
 def test_malformed_schema_is_an_error_naming_the_column(bounds, match):
     with pytest.raises(ValueError, match=match):
@@ -306,15 +365,14 @@ def test_cli_sample_round_trip(files, name):
 
 
 def test_cli_sample_error_names_the_column(files):
-    df = pd.read_csv(files / "t.csv")
-    df.loc[0, "income"] = None
-    df.to_csv(files / "bad.csv", index=False)
-    r = CliRunner().invoke(app, ["sample", str(files / "bad.csv"), "--model", "logistic",
-                                 "--target", "default", "--bounds", str(files / "b.json"),
-                                 "--delta", "1e-3", "--algorithm", "dp-hmc", "--iterations", "2",
+    # Refusals come from the declarations and the column names, never from a value.
+    r = CliRunner().invoke(app, ["sample", str(files / "t.csv"), "--model", "logistic",
+                                 "--target", "default", "--features", "income,zip",
+                                 "--bounds", str(files / "b.json"), "--delta", "1e-3",
+                                 "--algorithm", "dp-hmc", "--iterations", "2",
                                  "--out", str(files / "x.nc")])
     assert r.exit_code == 2
-    assert "column 'income' has missing values" in r.output
+    assert "column 'zip' is not in the table" in r.output
     assert not (files / "x.nc").exists()
 
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import enum
 import secrets
-from typing import Any
+import warnings
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["resolve_key", "as_typed_key", "os_entropy_key", "OSEntropy", "OS_ENTROPY"]
+__all__ = ["resolve_key", "as_typed_key", "os_entropy_key", "OSEntropy", "OS_ENTROPY",
+           "KeyReuseWarning", "key_material", "warn_reusable_key"]
 
 
 # Bits of OS entropy in a default key. A threefry key holds only 64 (an adversary could search
@@ -103,3 +105,36 @@ def resolve_key(key: Any) -> jax.Array:
     if key is None:
         return os_entropy_key()
     return as_typed_key(key)
+
+
+class KeyReuseWarning(UserWarning):
+    """A private run whose privacy noise is fixed by a key or seed the user chose.
+
+    The same key on the same (or an overlapping) table gives the same underlying noise in every
+    run, only rescaled: two such runs can be combined to cancel it (``2·run₂ − run₁``), so the
+    guarantee of each run no longer holds, whatever the ledger adds up. Pass a ledger
+    (``ledger=``, ``--ledger``), which refuses a key it has charged before, or no key at all.
+    """
+
+
+def key_material(key: jax.Array) -> bytes:
+    """The bytes that fix a typed key's stream: its implementation and raw words (for the
+    ledger's keyed hash of the keys it has charged; never stored in the clear)."""
+    impl = str(jax.random.key_impl(key))
+    data = np.asarray(jax.random.key_data(key), dtype=np.uint32)
+    return impl.encode() + b"\0" + data.tobytes()
+
+
+def warn_reusable_key(what: str, stacklevel: int = 3, ledger: Optional[Any] = None) -> None:
+    """Warn that a user-chosen key or seed fixes a private run's noise (unless a ledger guards).
+
+    ``what`` names the argument (``"key"``, ``"--seed"``, ``"secure"``).
+    """
+    if ledger is not None:
+        return
+    warnings.warn(KeyReuseWarning(
+        f"{what} fixes this run's privacy noise: running again with the same {what} on the same "
+        "or overlapping data repeats that noise, which lets the two results be combined to "
+        "cancel it and voids the privacy guarantee of both. Use each key or seed once, pass a "
+        "ledger (it refuses a key it has charged before), or omit it (fresh OS entropy)."),
+        stacklevel=stacklevel)

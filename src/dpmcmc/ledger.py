@@ -14,6 +14,13 @@ A run is charged when it starts, not when it ends: once noise has been drawn on 
 budget is spent, even if the run is interrupted afterwards. A checkpointed run that resumes is
 not charged again.
 
+Keys. A run with a key (or seed) the user chose draws the same underlying noise as every other
+run with that key: two such runs on one table can be combined to cancel the noise, whatever
+their (ε, δ) add up to. The ledger therefore keeps a keyed hash (HMAC-SHA256 under a random
+secret stored in the file) of every user-chosen key it has charged, and refuses a run with a
+key it has seen before any noise is drawn. The file is thus as secret as the keys: it is
+written with permissions 0o600.
+
 The file is rewritten atomically (temporary file + ``os.replace``) under an exclusive lock
 (``fcntl.flock`` on POSIX), so two processes sharing a ledger cannot both take the last of the
 budget.
@@ -22,11 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 import tempfile
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from .accounting._checks import check_positive, check_probability
 
@@ -90,7 +100,8 @@ class Ledger:
                 raise LedgerError(f"ledger {self.path!r} does not exist: give total_epsilon and total_delta "
                                   "to create it")
             state = {"format": _FORMAT, "version": _VERSION,
-                     "total": {"epsilon": total_epsilon, "delta": total_delta}, "runs": []}
+                     "total": {"epsilon": total_epsilon, "delta": total_delta}, "runs": [],
+                     "secret": secrets.token_hex(32), "keys": []}
             with self._locked():
                 if not os.path.exists(self.path):
                     self._write(state)
@@ -113,6 +124,10 @@ class Ledger:
                 e, d = float(run["epsilon"]), float(run["delta"])
                 if not (math.isfinite(e) and e >= 0 and 0 <= d < 1):
                     raise ValueError("a run with an invalid (epsilon, delta)")
+            if "secret" in state:
+                bytes.fromhex(state["secret"])
+            if not all(isinstance(k, str) for k in state.get("keys", [])):
+                raise ValueError("a key hash that is not a string")
         except (KeyError, TypeError, ValueError) as err:
             raise LedgerError(f"ledger {self.path!r} is corrupted: {err}") from None
         if not (eps > 0 and 0 < dlt < 1):
@@ -196,8 +211,9 @@ class Ledger:
             raise LedgerError(reason)
 
     def charge(self, report: Any = None, *, epsilon: Optional[float] = None, delta: Optional[float] = None,
-               label: str = "") -> dict:
-        """Record a run, or raise :class:`LedgerError` (and record nothing) if it does not fit.
+               label: str = "", keys: Sequence[bytes] = ()) -> dict:
+        """Record a run, or raise :class:`LedgerError` (and record nothing) if it does not fit
+        or reuses a key.
 
         Parameters
         ----------
@@ -207,6 +223,11 @@ class Ledger:
             Instead of ``report``.
         label : str
             Free text kept with the entry.
+        keys : sequence of bytes
+            What fixes the run's privacy noise when the user chose it (a key's raw words,
+            :func:`dpmcmc._keys.key_material`, or a secure-mode secret): refused if the ledger
+            has charged any of them before, else recorded as a keyed hash. Empty for a run whose
+            noise comes from fresh OS entropy.
 
         Returns
         -------
@@ -226,13 +247,25 @@ class Ledger:
         delta = check_probability("delta", delta)
         entry = {"epsilon": epsilon, "delta": delta, **extra, "label": str(label),
                  "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        keys = [bytes(k) for k in keys]
         with self._locked():
             state = self._read()
             reason = self._refusal(state, epsilon, delta)
+            if keys:
+                if "secret" not in state:  # a ledger written before keys were recorded
+                    state["secret"] = secrets.token_hex(32)
+                digests = [_key_digest(state["secret"], k) for k in keys]
+                if any(dg in state.get("keys", ()) for dg in digests):
+                    reason = (f"ledger {self.path!r} refuses the run: its key (or seed) was used "
+                              "by a run already charged to this ledger, so the privacy noise "
+                              "would repeat that run's and the two could be combined to cancel "
+                              "it. Use a fresh key or seed, or none (OS entropy).")
             if reason:
                 self._state = state
                 raise LedgerError(reason)
             state["runs"].append(entry)
+            if keys:
+                state.setdefault("keys", []).extend(digests)
             self._write(state)
             self._state = state
         return dict(entry)
@@ -241,6 +274,10 @@ class Ledger:
         (te, td), (se, sd) = self.total, self.spent
         return (f"Ledger({self.path!r}: spent ε = {se:.6g} of {te:g}, δ = {sd:.3g} of {td:g}, "
                 f"{len(self._state['runs'])} run(s))")
+
+
+def _key_digest(secret_hex: str, material: bytes) -> str:
+    return hmac.new(bytes.fromhex(secret_hex), material, hashlib.sha256).hexdigest()
 
 
 def open_ledger(ledger: Any) -> Optional[Ledger]:

@@ -13,11 +13,14 @@ Privacy (see docs/tabular.md):
   clipped into their declared ``[lo, hi]`` and mapped to ``[-1, 1]`` by ``x_s = (x − mid)/half``
   with ``mid, half`` from the declared bounds; no mean, sd, min or max of the data is computed;
   no row is dropped (n is public under the substitute relation).
-* Missing values are an error naming the column unless the schema declares a public
-  ``"impute"`` value; a categorical value outside the declared categories is an error naming the
-  column. Like NaN data in :func:`dpmcmc.sample`, these refuse a table that lies outside the
-  declared domain before any noise is drawn or any budget spent; the guarantee is stated for
-  tables inside that domain.
+* No value is ever refused: whether a table is accepted depends on its column names, its
+  number of rows and the declarations only. A numeric cell is clipped into its declared range
+  (±inf included); a missing or unreadable cell, or a category outside the declared ones,
+  takes the declared public ``"impute"`` value, else the centre of the declared domain (the
+  midpoint of ``[lo, hi]``; every indicator ½ for a categorical column). An error triggered
+  by one record's value would itself release that value outside any mechanism.
+* Only the target and the covariates are read, as their declarations say (a CSV as text:
+  ``"NA"`` or ``"None"`` is a declared category if declared, never a missing-value marker).
 * The default clip bounds follow from the declared bounds alone (``default_clips``).
 """
 from __future__ import annotations
@@ -29,8 +32,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["glm", "Design", "design", "read_table", "parse_schema", "to_original_scale",
-           "default_clips", "sampler_defaults", "MODELS"]
+__all__ = ["glm", "Design", "DesignLayout", "design", "design_layout", "read_table",
+           "table_columns", "parse_schema", "to_original_scale", "default_clips",
+           "sampler_defaults", "MODELS"]
 
 MODELS = ("logistic", "linear")
 
@@ -133,34 +137,140 @@ def parse_schema(bounds: Mapping[str, Any]) -> dict:
 
 # ------------------------------------------------------------------------------ the table
 
-def read_table(table: Any, schema: Optional[dict] = None):
-    """Return ``table`` as a pandas DataFrame.
+_CSV = (".csv", ".csv.gz", ".txt")
+_PARQUET = (".parquet", ".pq")
 
-    Accepts a pandas DataFrame, anything with ``to_pandas()`` (polars), or a path to a CSV
-    (``.csv``, ``.csv.gz``, ``.txt``) or Parquet (``.parquet``, ``.pq``) file. Categorical
-    columns whose declared categories are strings are read from CSV as strings, so that
-    ``"1"`` and ``1`` are not confused.
-    """
+
+def _path_kind(table: Any) -> Optional[str]:
+    """``"csv"``, ``"parquet"`` for a path to such a file, else None (raises for other paths)."""
+    if not isinstance(table, (str, os.PathLike)):
+        return None
+    path = os.fspath(table)
+    if not os.path.isfile(path):
+        raise ValueError(f"table: no file at {path!r}")
+    low = path.lower()
+    if low.endswith(_PARQUET):
+        return "parquet"
+    if low.endswith(_CSV):
+        return "csv"
+    raise ValueError(f"table: {path!r} is neither CSV (.csv) nor Parquet (.parquet, .pq)")
+
+
+def table_columns(table: Any) -> list:
+    """The column names of ``table`` (a CSV file's header, a Parquet file's schema): public
+    facts about the table that :func:`glm` checks the declarations against before any value
+    is read."""
+    import pandas as pd
+
+    kind = _path_kind(table)
+    if kind == "csv":
+        return [str(c) for c in pd.read_csv(os.fspath(table), nrows=0).columns]
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        return [str(c) for c in pq.read_schema(os.fspath(table)).names]
+    return [str(c) for c in _as_frame(table).columns]
+
+
+def _as_frame(table: Any):
     import pandas as pd
 
     if isinstance(table, pd.DataFrame):
         return table
-    if isinstance(table, (str, os.PathLike)):
-        path = os.fspath(table)
-        if not os.path.isfile(path):
-            raise ValueError(f"table: no file at {path!r}")
-        low = path.lower()
-        if low.endswith((".parquet", ".pq")):
-            return pd.read_parquet(path)
-        if low.endswith((".csv", ".csv.gz", ".txt")):
-            dtype = {c: str for c, s in (schema or {}).items()
-                     if isinstance(s, _Categorical) and all(isinstance(v, str) for v in s.categories)}
-            return pd.read_csv(path, dtype=dtype or None, keep_default_na=True)
-        raise ValueError(f"table: {path!r} is neither CSV (.csv) nor Parquet (.parquet, .pq)")
     if hasattr(table, "to_pandas"):
         return table.to_pandas()
     raise TypeError(f"table must be a pandas DataFrame, a polars DataFrame or a CSV/Parquet path, "
                     f"got {type(table).__name__}")
+
+
+def read_table(table: Any, columns: Optional[Sequence[str]] = None):
+    """Return the ``columns`` of ``table`` (default all) as a pandas DataFrame.
+
+    Accepts a pandas DataFrame, anything with ``to_pandas()`` (polars), or a path to a CSV
+    (``.csv``, ``.csv.gz``, ``.txt``) or Parquet (``.parquet``, ``.pq``) file. Only the named
+    columns are read. A CSV file is read as text, cell by cell, with no guessing of types or
+    missing-value markers: ``"None"``, ``"NA"`` or ``"nan"`` stay those strings, so a declared
+    category with such a name is that category, and the declarations alone decide how each
+    cell is parsed (:func:`design`).
+    """
+    import pandas as pd
+
+    cols = None if columns is None else [str(c) for c in columns]
+    kind = _path_kind(table)
+    if kind == "csv":
+        return pd.read_csv(os.fspath(table), usecols=cols, dtype=str, keep_default_na=False,
+                           na_filter=False)
+    if kind == "parquet":
+        return pd.read_parquet(os.fspath(table), columns=cols)
+    df = _as_frame(table)
+    if cols is None:
+        return df
+    df = df.rename(columns=str)
+    return df[cols]
+
+def _text(value) -> Optional[str]:
+    """The text a cell or a declared level matches by: strings as they are, integer-valued
+    numbers in integer form (``1``, ``1.0`` and ``"1"`` all read ``"1"``), booleans as
+    ``"True"``/``"False"``; ``None`` for a missing cell (None, NaN, pandas' NA)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(f):
+        return None
+    if math.isfinite(f) and f == round(f) and abs(f) < 2.0 ** 53:
+        return str(int(f))
+    return repr(f)
+
+
+def _numbers(series) -> np.ndarray:
+    """The cells of a column declared numeric, as float64: NaN where a cell is missing or not
+    a number (it is then imputed), ±inf kept (clipped like any out-of-range value)."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+        return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    text = series.astype(object).map(lambda v: v.strip() if isinstance(v, str) else v)
+    return pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _numeric_column(series, spec: _Numeric) -> np.ndarray:
+    """A numeric column clipped into its declared range; a missing or unreadable cell takes the
+    declared imputation value, else the range's midpoint (public either way)."""
+    v = _numbers(series)
+    fill = spec.impute if spec.impute is not None else 0.5 * (spec.lo + spec.hi)
+    v = np.where(np.isnan(v), fill, v)
+    # Clipping bounds each record's influence (±inf included); nothing is dropped or refused.
+    return np.clip(v, spec.lo, spec.hi)
+
+
+def _one_hot(series, spec: _Categorical) -> np.ndarray:
+    """(n, levels) indicators of a categorical column (column k: the cell is level k).
+
+    A missing cell, or a value outside the declared categories, takes the declared imputation
+    level, else the centre of the declared domain: every indicator ½ (0 once scaled; for a
+    two-class target, y = ½). Never an error, so that no single record's value decides whether
+    the table is refused (docs/tabular.md).
+    """
+    cats = spec.categories
+    text = np.asarray([_text(v) for v in series.to_numpy(dtype=object)], dtype=object)
+    out = np.zeros((len(text), len(cats)))
+    matched = np.zeros(len(text), dtype=bool)
+    for k, level in enumerate(cats):
+        hit = (text == _text(level)) & ~matched
+        out[hit, k] = 1.0
+        matched |= hit
+    if spec.impute is not None:
+        out[~matched, cats.index(spec.impute)] = 1.0
+    else:
+        out[~matched] = 0.5
+    return out
 
 
 @dataclass(frozen=True)
@@ -171,7 +281,7 @@ class Design:
     ----------
     data : ndarray (n, d + 2)
         Records ``(1, x_s..., y)``: intercept column, covariates scaled to [-1, 1], target
-        (logistic: 0/1; linear: clipped and scaled to [-1, 1]).
+        (logistic: in [0, 1], 0/1 for a declared class; linear: clipped and scaled to [-1, 1]).
     names : tuple of str
         ``("intercept", term, ...)``, one per coefficient.
     mid, half : ndarray (d,)
@@ -188,55 +298,10 @@ class Design:
     target_half: float = 1.0
 
 
-def _missing(series) -> np.ndarray:
-    return np.asarray(series.isna(), dtype=bool)
-
-
-def _imputed(df, col: str, spec, what: str, declaration: str):
-    """Column ``col`` with missing values replaced by the declared public imputation ``what``.
-
-    Missing values without a declared imputation are an input error naming the column.
-    """
-    s = df[col]
-    miss = _missing(s)
-    if miss.any():
-        if spec.impute is None:
-            raise ValueError(f"column {col!r} has missing values; declare a public imputation "
-                             f"{what} ({{\"{col}\": {{{declaration}, \"impute\": ...}}}})")
-        s = s.where(~miss, spec.impute)
-    return s
-
-
-def _numeric_column(df, col: str, spec: _Numeric) -> np.ndarray:
-    import pandas as pd
-
-    s = _imputed(df, col, spec, "value", '"bounds": [lo, hi]')
-    try:
-        v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"column {col!r} is declared numeric (bounds) but holds non-numeric values") from None
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"column {col!r} holds inf")
-    # Clip into the declared range: this bounds each record's influence; nothing is dropped.
-    return np.clip(v, spec.lo, spec.hi)
-
-
-def _categorical_column(df, col: str, spec: _Categorical) -> np.ndarray:
-    """Level index of each row (0 = reference)."""
-    s = _imputed(df, col, spec, "category", '"categories": [...]')
-    values = s.to_numpy(dtype=object)
-    idx = np.full(len(values), -1, dtype=np.int64)
-    for k, level in enumerate(spec.categories):
-        idx[values == level] = k
-    if (idx < 0).any():
-        raise ValueError(f"column {col!r} holds values outside its declared categories "
-                         f"{list(spec.categories)!r}")
-    return idx
-
-
 @dataclass(frozen=True)
-class _Plan:
-    """The design's layout, from the declarations and the column names only (public)."""
+class DesignLayout:
+    """Which columns make which terms, and their public scaling: from the declarations and the
+    column names only (no data value)."""
 
     model: str
     target: str
@@ -248,9 +313,43 @@ class _Plan:
     target_mid: float
     target_half: float
 
+    @property
+    def columns(self) -> tuple:
+        """The columns read from the table: the target, then the covariates."""
+        return (self.target, *self.features)
 
-def _plan(columns: Sequence[str], model: str, target: str, features: Optional[Sequence[str]],
-          bounds: Mapping[str, Any]) -> _Plan:
+    def design(self, df) -> Design:
+        """The records ``(1, x_s..., y)`` of ``df``: the only place data values are read.
+
+        Every cell maps to a point of the declared box whatever its value (clipped, or imputed
+        when missing or unreadable), so this never raises on a value (docs/tabular.md).
+        """
+        cols = []
+        for col in self.features:
+            spec = self.schema[col]
+            if isinstance(spec, _Numeric):
+                mid, half = (spec.lo + spec.hi) / 2, (spec.hi - spec.lo) / 2
+                cols.append((_numeric_column(df[col], spec) - mid) / half)
+            else:
+                cols.extend(2.0 * ind - 1.0 for ind in _one_hot(df[col], spec).T[1:])
+        tspec = self.schema[self.target]
+        if isinstance(tspec, _Categorical):
+            y = _one_hot(df[self.target], tspec)[:, 1]
+        elif self.model == "logistic":  # declared [0, 1]
+            y = _numeric_column(df[self.target], tspec)
+        else:
+            y = (_numeric_column(df[self.target], tspec) - self.target_mid) / self.target_half
+        data = np.column_stack([np.ones(len(df)), *cols, y]).astype(np.float64)
+        return Design(data=data, names=self.names, mid=self.mid, half=self.half,
+                      target_mid=self.target_mid, target_half=self.target_half)
+
+
+def design_layout(columns: Sequence[str], model: str, target: str,
+                  features: Optional[Sequence[str]], bounds: Mapping[str, Any]) -> DesignLayout:
+    """Check the declarations against the table's column names and lay the design out.
+
+    Every refusal here depends on the arguments and the column names only, never on a value.
+    """
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     schema = parse_schema(bounds)
@@ -275,9 +374,12 @@ def _plan(columns: Sequence[str], model: str, target: str, features: Optional[Se
             raise ValueError(f"bounds: column {col!r} has no declared bounds or categories; the "
                              "ranges must be declared (public), never read from the data")
     tspec = schema[target]
-    if model == "logistic" and not (isinstance(tspec, _Categorical) and len(tspec.categories) == 2):
+    if model == "logistic" and not (
+            (isinstance(tspec, _Categorical) and len(tspec.categories) == 2)
+            or (isinstance(tspec, _Numeric) and (tspec.lo, tspec.hi) == (0.0, 1.0))):
         raise ValueError(f"bounds[{target!r}]: a logistic target needs two declared classes, "
-                         "e.g. {\"categories\": [\"No\", \"Yes\"]} (the second is 1)")
+                         "e.g. {\"categories\": [\"No\", \"Yes\"]} (the second is 1), or the "
+                         "bounds [0, 1] of a 0/1 column")
     if model == "linear" and not isinstance(tspec, _Numeric):
         raise ValueError(f"bounds[{target!r}]: a linear target needs declared bounds [lo, hi]")
     names, mids, halves = ["intercept"], [], []
@@ -299,46 +401,24 @@ def _plan(columns: Sequence[str], model: str, target: str, features: Optional[Se
     tmid, thalf = 0.0, 1.0
     if model == "linear":
         tmid, thalf = (tspec.lo + tspec.hi) / 2, (tspec.hi - tspec.lo) / 2
-    return _Plan(model, target, tuple(features), schema, tuple(names),
-                 np.asarray(mids, dtype=np.float64), np.asarray(halves, dtype=np.float64), tmid, thalf)
-
-
-def _values(df, plan: _Plan) -> np.ndarray:
-    """The records ``(1, x_s..., y)``: the only place data values are read."""
-    cols = []
-    for col in plan.features:
-        spec = plan.schema[col]
-        if isinstance(spec, _Numeric):
-            mid, half = (spec.lo + spec.hi) / 2, (spec.hi - spec.lo) / 2
-            cols.append((_numeric_column(df, col, spec) - mid) / half)
-        else:
-            idx = _categorical_column(df, col, spec)
-            cols.extend(2.0 * (idx == k) - 1.0 for k in range(1, len(spec.categories)))
-    tspec = plan.schema[plan.target]
-    if plan.model == "logistic":
-        y = _categorical_column(df, plan.target, tspec).astype(np.float64)
-    else:
-        y = (_numeric_column(df, plan.target, tspec) - plan.target_mid) / plan.target_half
-    return np.column_stack([np.ones(len(df)), *cols, y]).astype(np.float64)
+    return DesignLayout(model, target, tuple(features), schema, tuple(names),
+                        np.asarray(mids, dtype=np.float64), np.asarray(halves, dtype=np.float64),
+                        tmid, thalf)
 
 
 def design(table: Any, model: str, target: str, features: Optional[Sequence[str]],
            bounds: Mapping[str, Any]) -> Design:
     """Build the scaled design from a table and its declared schema; see the module docstring.
 
-    All checks of the declarations (model, target, features, a schema entry for each) run on
-    the column names before any data value is read; value checks (missing values, undeclared
-    categories) follow.
+    The declarations are checked against the column names (:func:`design_layout`) before any
+    value is read; then only the target and the covariates are read, and every value maps into
+    the declared box (clipped, or imputed when missing or unreadable): no value is refused.
     """
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
-    schema = parse_schema(bounds)
-    df = read_table(table, schema)
-    plan = _plan(df.columns, model, target, features, bounds)
+    layout = design_layout(table_columns(table), model, target, features, bounds)
+    df = read_table(table, layout.columns)
     if len(df) < 1:
         raise ValueError("table has no rows")
-    return Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
-                  target_mid=plan.target_mid, target_half=plan.target_half)
+    return layout.design(df)
 
 
 def to_original_scale(beta_s: Any, mid: Any, half: Any, target_mid: float = 0.0,
@@ -579,7 +659,7 @@ NOISE_AWARE = "noise-aware-glm"
 _NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress")
 
 
-def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, chains, key,
+def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, delta, chains, key,
                  noise_sd_scaled: float, prior_sd: float, params: dict, ledger=None):
     """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
     from .accounting._checks import check_int, check_positive, check_probability
@@ -588,7 +668,7 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
     from .result import Result
     from .samplers import noise_aware_glm as nag
 
-    # Every check before the first data value is read (_values below).
+    # Every check that can refuse runs before the design is built and the ledger charged.
     if epsilon is None:
         raise ValueError(f"epsilon: algorithm {NOISE_AWARE!r} spends a budget; give epsilon > 0")
     if delta is None:
@@ -615,11 +695,11 @@ def _noise_aware(df, plan: "_Plan", model: str, n: int, d: int, epsilon, delta, 
                                 "privacy profile of G_μ ⊗ randomized response (adaptive)",
                  "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
                           "(post-processing of the releases; they cost no privacy)"})
-    if ledger is not None:
-        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})")  # before any value is read
     key = resolve_key(key)
-    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
-                 target_mid=plan.target_mid, target_half=plan.target_half)
+    des = plan.design(df)  # never refuses a value: the last check has passed
+    if ledger is not None:
+        # Charged after every check that can refuse and before the first noise draw.
+        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})")
     out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
     beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
     last = (rp.gradients[-1], rp.hessians[-1])
@@ -742,9 +822,8 @@ def glm(
     if noise_sd is not None and (isinstance(noise_sd, bool) or not isinstance(noise_sd, (int, float))
                                  or not (0 < noise_sd < math.inf)):
         raise ValueError(f"noise_sd must be a positive finite number, got {noise_sd!r}")
-    schema = parse_schema(bounds)
-    df = read_table(table, schema)
-    plan = _plan(df.columns, model, target, features, bounds)
+    plan = design_layout(table_columns(table), model, target, features, bounds)
+    df = read_table(table, plan.columns)
     n = len(df)
     if n < 1:
         raise ValueError("table has no rows")
@@ -768,8 +847,7 @@ def glm(
         # proposal scales from released values (no extra privacy cost; docs/post_processing.md).
         params.setdefault("warmup", "auto")
     _check_run_arguments(m, n, algorithm, epsilon, delta, chains, params)
-    des = Design(data=_values(df, plan), names=plan.names, mid=plan.mid, half=plan.half,
-                 target_mid=plan.target_mid, target_half=plan.target_half)
+    des = plan.design(df)
     res = sample(m, des.data, algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key,
                  ledger=ledger, **params)
     # Public constants applied to private draws: post-processing.
