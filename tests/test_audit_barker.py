@@ -22,7 +22,7 @@ from scipy import stats
 
 from dpmcmc import accounting
 from dpmcmc.audit import AUDITS, audit
-from dpmcmc.audit._designs import FAR
+from dpmcmc.audit import FAR
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
@@ -172,7 +172,7 @@ def test_tiny_epsilon_is_refused_before_any_run(monkeypatch):
     import time
 
     from dpmcmc.audit import _core
-    from dpmcmc.audit._designs import MAX_DESIGN_ROWS
+    from dpmcmc.audit import MAX_DESIGN_ROWS
 
     def no_runner(*args, **kwargs):
         raise AssertionError("the audit built its runner")

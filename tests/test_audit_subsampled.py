@@ -21,7 +21,7 @@ from scipy import stats
 
 from dpmcmc import accounting
 from dpmcmc.audit import AUDITS, audit
-from dpmcmc.audit._designs import FAR, SUBSAMPLED_N
+from dpmcmc.audit import FAR, SUBSAMPLED_N
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import _mechanisms
 from dpmcmc.samplers._mechanisms import NoiseSource

@@ -155,12 +155,13 @@ def test_secure_mode_and_warmup_keep_the_draws(setup):
     both: the adaptive kernel of builders that carry the run's noise source), chunked, against
     the same run uncached: a cache broken by either would change its draws. (Two programs where
     one pair for each costs four.)"""
-    from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
+    from dpmcmc.samplers import ALGORITHMS
+    from dpmcmc.samplers._warmup import adaptive_kernel
 
     model, spec, params, laid_out, theta0 = setup
     key = jax.random.key(8)
     secret = secure_key(11).words
-    adaptation = ADAPTATIONS["dp-penalty"]
+    adaptation = ALGORITHMS["dp-penalty"].adaptation
     base = {k: params[k] for k in (adaptation.step, adaptation.diagonal)}
 
     def build(noise):

@@ -147,7 +147,7 @@ def test_spec_declarations_are_complete():
         # Private iff it declares its releases; every private algorithm names an audit design.
         assert (spec.releases is not None) == spec.private
         if spec.private:
-            assert AUDITS[name] is not None and spec.audit is not None
+            assert AUDITS[name] is spec.audit and spec.audit.algorithm == name
             assert accounting.algorithm_params(name) == (spec.releases.required,
                                                          spec.releases.optional)
             assert accounting.supported_accountants(name)  # the kind has accountants
@@ -155,6 +155,33 @@ def test_spec_declarations_are_complete():
     assert set(accounting.ALGORITHMS) == {n for n, s in ALGORITHMS.items() if s.private}
     assert ALGORITHMS["dp-penalty"].data_access == "full"
     assert ALGORITHMS["dp-sgld"].data_access == "subsampled"
+
+
+def test_no_table_outside_the_specs_is_keyed_by_algorithm_name():
+    """An algorithm lives on its card (SPEC): no dict or set literal in the library lists two
+    or more algorithm names (such a table is a second place to update when an algorithm is
+    added, and drifts). The experiments, the papers' presets and the demo hold run
+    configurations per algorithm (data, not behaviour) and are exempt."""
+    import ast
+    import pathlib
+
+    import dpmcmc
+
+    names = set(ALGORITHMS)
+    root = pathlib.Path(dpmcmc.__file__).parent
+    exempt = ("experiments/", "models/presets.py", "demo.py")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(exempt):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            items = (node.keys if isinstance(node, ast.Dict) else
+                     node.elts if isinstance(node, (ast.Set, ast.List, ast.Tuple)) else [])
+            hits = [k.value for k in items if isinstance(k, ast.Constant) and k.value in names]
+            if len(hits) >= 2:
+                found.append(f"{rel}:{node.lineno}: {hits}")
+    assert not found, "tables keyed by algorithm name outside the specs:\n" + "\n".join(found)
 
 
 def test_spec_events_are_the_accountants_releases():

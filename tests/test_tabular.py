@@ -421,6 +421,8 @@ def test_sampler_defaults_meet_their_public_rules(n, d):
     multiplier buys the target iterations under RDP with the privacy noise per step at most the
     target fraction of the Langevin noise."""
     from dpmcmc import tabular
+    from dpmcmc.samplers._defaults import (MIN_DEFAULT_ITERATIONS, TARGET_CEILING, TARGET_KICK,
+                                           TARGET_LANGEVIN_ITERATIONS, TARGET_SGLD_RATIO)
 
     D = d + 1
     for alg in ("dp-penalty", "dp-hmc"):
@@ -428,32 +430,32 @@ def test_sampler_defaults_meet_their_public_rules(n, d):
         lines = {ln.name: ln for ln in
                  dpmcmc.plan(D, n, alg, iterations=100, delta=1e-6, theta0=np.zeros(D), **p).noise}
         ceiling = next(ln for ln in lines.values() if ln.reference.startswith("acceptance ceiling"))
-        assert ceiling.ratio == pytest.approx(tabular.TARGET_CEILING, rel=1e-6)
+        assert ceiling.ratio == pytest.approx(TARGET_CEILING, rel=1e-6)
         if alg == "dp-hmc":
-            assert lines["gradient"].ratio == pytest.approx(tabular.TARGET_KICK, rel=1e-6)
+            assert lines["gradient"].ratio == pytest.approx(TARGET_KICK, rel=1e-6)
         # With a budget: never fewer than MIN_DEFAULT_ITERATIONS per chain; the τ's are raised
         # above the rule (more noise) only when the rule's would buy fewer.
         pb = tabular.sampler_defaults(alg, "logistic", n, d, epsilon=4.0, delta=1e-6, chains=4)
         budget_plan = dpmcmc.plan(D, n, alg, epsilon=4.0, delta=1e-6, chains=4, **pb)
-        assert budget_plan.iterations >= tabular.MIN_DEFAULT_ITERATIONS
+        assert budget_plan.iterations >= MIN_DEFAULT_ITERATIONS
         key = "tau" if alg == "dp-penalty" else "tau_l"
         if pb[key] > p[key] * (1 + 1e-12):
-            assert budget_plan.iterations <= 1.2 * tabular.MIN_DEFAULT_ITERATIONS + 1
+            assert budget_plan.iterations <= 1.2 * MIN_DEFAULT_ITERATIONS + 1
     p = tabular.sampler_defaults("dp-sgld", "logistic", n, d, epsilon=4.0, delta=1e-6, chains=4)
     its = dpmcmc.accounting.max_iterations("dp-sgld", 4.0, 1e-6, n, chains=4, accountant="rdp",
                                            noise_multiplier=p["noise_multiplier"],
                                            batch_size=p["batch_size"])
-    assert its >= tabular.TARGET_LANGEVIN_ITERATIONS
+    assert its >= TARGET_LANGEVIN_ITERATIONS
     less = dpmcmc.accounting.max_iterations("dp-sgld", 4.0, 1e-6, n, chains=4, accountant="rdp",
                                             noise_multiplier=p["noise_multiplier"] / 1.02,
                                             batch_size=p["batch_size"])
-    assert less < tabular.TARGET_LANGEVIN_ITERATIONS  # the smallest such multiplier, to 2 %
+    assert less < TARGET_LANGEVIN_ITERATIONS  # the smallest such multiplier, to 2 %
     # The noise line is a function of the parameters only, not of the run length or the
     # accountant: planned for the iterations found above, under RDP (with epsilon the plan
     # would search the run length under PLD: 4 s at n = 500 for a value the line ignores).
     (line,) = dpmcmc.plan(D, n, "dp-sgld", iterations=its, delta=1e-6, chains=4, accountant="rdp",
                           **p).noise
-    assert line.ratio <= tabular.TARGET_SGLD_RATIO * (1 + 1e-9)
+    assert line.ratio <= TARGET_SGLD_RATIO * (1 + 1e-9)
     # Without a budget the Langevin samplers get no defaults (their noise follows from it).
     assert tabular.sampler_defaults("dp-sgld", "logistic", n, d) == {}
 

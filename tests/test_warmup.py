@@ -14,7 +14,8 @@ import pytest
 import dpmcmc
 from dpmcmc.samplers import run_chains
 from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._warmup import ADAPTATIONS, adaptive_kernel
+from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers._warmup import adaptive_kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
 from dpmcmc.samplers.dp_sgld import build_dp_sgld
@@ -53,7 +54,7 @@ BUILDERS = {
 
 def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
     build, base = BUILDERS[algorithm]
-    adaptation = ADAPTATIONS[algorithm]
+    adaptation = ALGORITHMS[algorithm].adaptation
     kernel = adaptive_kernel(lambda over: build(noise, {**base, **over}), adaptation, base, warmup)
     last = {}
     # D1 and D2 have one layout, so the two runs of a noise source share one compiled program
@@ -67,7 +68,7 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
             np.asarray(infos.clip_fraction))
 
 
-# dp-sgnht is slow-only here: it adapts through the same ADAPTATIONS entry as dp-sgld (the
+# dp-sgnht is slow-only here: it adapts through the same adaptation (SPEC.adaptation) as dp-sgld (the
 # preconditioner from the released draws, no accept step), so the dp-sgld case guards that
 # path in the default suite. dp-hmc is slow-only too: what makes the property hold is the
 # shared adaptive_kernel, which hands the adaptation the released accept decision and the
@@ -87,7 +88,7 @@ def test_adaptation_reads_released_values_only(algorithm):
     np.testing.assert_array_equal(s1, s2)  # ... but not what the adaptation saw
     np.testing.assert_array_equal(g1, g2)
     np.testing.assert_array_equal(x1, x2)
-    if ADAPTATIONS[algorithm].target is None:
+    if ALGORITHMS[algorithm].adaptation.target is None:
         assert np.all(s1 == 1.0) and np.any(g1 != 1.0)  # no step to adapt; the preconditioner did
     else:
         assert np.all(s1 != 1.0)          # and it did adapt
@@ -95,7 +96,7 @@ def test_adaptation_reads_released_values_only(algorithm):
     r1, q1, _, _ = _adapted_run(algorithm, D1, NoiseSource())
     r2, q2, _, _ = _adapted_run(algorithm, D2, NoiseSource())
     assert not np.array_equal(r1, r2) or not np.array_equal(q1, q2)
-    if ADAPTATIONS[algorithm].target is None:
+    if ALGORITHMS[algorithm].adaptation.target is None:
         assert not np.array_equal(q1, q2)
 
 
@@ -147,7 +148,7 @@ def test_bad_warmup_is_named_before_any_noise(kwargs, match):
                       **{"iterations": 50, **kwargs}, **RW)
 
 
-# dp-sgnht is slow-only (the same ADAPTATIONS entry and warm-up rule as dp-sgld, which guards
+# dp-sgnht is slow-only (the same adaptation (SPEC.adaptation) and warm-up rule as dp-sgld, which guards
 # them in the default suite).
 @pytest.mark.parametrize("alg", ["dp-sgld", pytest.param("dp-sgnht", marks=pytest.mark.slow)])
 def test_samplers_without_an_accept_step_refuse_a_short_warmup(alg):

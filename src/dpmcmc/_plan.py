@@ -33,7 +33,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from scipy.special import ndtr
+from .samplers._spec import NoiseLine
 
 __all__ = ["Plan", "PlanWarning", "NoiseLine", "plan"]
 
@@ -47,28 +47,6 @@ MIN_ACCEPTANCE = 0.05
 
 class PlanWarning(UserWarning):
     """A run whose plan says it cannot give a usable posterior (emitted before any noise)."""
-
-
-@dataclass(frozen=True)
-class NoiseLine:
-    """One privacy-noise figure of a plan.
-
-    Attributes
-    ----------
-    name : str
-        What the noise perturbs, e.g. ``"log-likelihood ratio"``.
-    noise_sd : float
-        Standard deviation of the privacy noise on that quantity (per coordinate for vectors).
-    reference : str
-        What it is compared with.
-    ratio : float
-        ``noise_sd`` divided by the reference (or the derived figure named in ``reference``).
-    """
-
-    name: str
-    noise_sd: float
-    reference: str
-    ratio: float
 
 
 @dataclass(frozen=True)
@@ -162,57 +140,8 @@ class _PublicShape:
         self.dim = dim
 
 
-def _norm(values) -> float:
-    return math.sqrt(sum(float(v) ** 2 for v in values))
-
-
-def _acceptance_line(release, clip: float, step: float, what: str) -> NoiseLine:
-    # σ of the release event (what the kernel draws) for a ratio bound of clip × step length.
-    name, sigma = release.name, release.noise_std(clip * step)
-    # Penalty test on a flat target: accept iff N(-σ²/2, σ²) > log U, probability 2Φ(-σ/2).
-    return NoiseLine(name, sigma, f"acceptance ceiling 2Φ(−σ/2) for a {what} of length {step:.3g}",
-                     float(2.0 * ndtr(-sigma / 2.0)))
-
-
-def _noise_lines(algorithm: str, p: dict, n: int, dim: int,
-                 temperature: float = 1.0) -> tuple[NoiseLine, ...]:
-    from .samplers import ALGORITHMS
-
-    if algorithm == "dp-penalty":
-        ps = p["proposal_std"]
-        step = _norm(ps) / (math.sqrt(dim) if p.get("mode") == "one-component" else 1.0)
-        (llr,) = ALGORITHMS[algorithm].events(n, p)
-        return (_acceptance_line(llr, p["clip"], step, "proposal"),)
-    if algorithm == "dp-hmc":
-        eps, steps = p["step_size"], p["leapfrog_steps"]
-        inv_mass = [1.0 / float(m) for m in p["mass"]]
-        move = eps * steps * math.sqrt(sum(inv_mass))
-        llr, grad = ALGORITHMS[algorithm].events(n, p)
-        sigma_g = grad.noise_std(p["grad_clip"])
-        kick = eps * math.sqrt(steps) * sigma_g * math.sqrt(max(inv_mass))  # over sd √m, worst axis
-        return (
-            _acceptance_line(llr, p["clip"], move, "trajectory"),
-            NoiseLine("gradient", sigma_g, "momentum noise per trajectory over the momentum sd", kick),
-        )
-    if algorithm in ("dp-sgld", "dp-sgnht"):
-        eta, b = p["step_size"], p["batch_size"]
-        drift = 0.5 * eta * (n / b) * p["noise_multiplier"] * p["grad_clip"]
-        return (NoiseLine("step (privacy noise per coordinate)", drift,
-                          "over the Langevin noise √η", drift / math.sqrt(eta)),)
-    if algorithm == "minibatch-penalty":
-        # σ = √τ·c with c = 2kc₀ + 2k²c₀²(b−1)/b, k = nT/b, c₀ = L·s (minibatch_penalty), and the
-        # same penalty test as dp-penalty: ceiling 2Φ(−σ/2).
-        step, b = _norm(p["proposal_std"]), p["batch_size"]
-        k, c0 = n * temperature / b, p["clip"] * _norm(p["proposal_std"])
-        sigma = math.sqrt(p["tau"]) * (2 * k * c0 + 2 * k * k * c0 * c0 * (b - 1) / b)
-        return (NoiseLine("penalised log-likelihood ratio", sigma,
-                          f"acceptance ceiling 2Φ(−σ/2) for a proposal of length {step:.3g}",
-                          float(2.0 * ndtr(-sigma / 2.0))),)
-    if algorithm == "dp-barker":
-        n0 = p.get("n0") or temperature * n
-        return (NoiseLine("Barker test (noise variance 2)", math.sqrt(2.0),
-                          f"tempering n0/n, clip √b/n0 = {math.sqrt(p['batch_size']) / n0:.3g}", n0 / n),)
-    return ()
+def _noise_lines(spec, p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    return () if spec.noise_lines is None else spec.noise_lines(p, n, dim, temperature)
 
 
 def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_budget: bool
@@ -226,7 +155,7 @@ def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_b
                    "start. Raise ε, use fewer chains, a larger τ (more noise per release), or "
                    "--algorithm auto for a GLM.")
     for line in noise:
-        if line.reference.startswith("acceptance ceiling") and line.ratio < MIN_ACCEPTANCE:
+        if line.caps_acceptance and line.ratio < MIN_ACCEPTANCE:
             out.append(f"the privacy noise on the {line.name} (sd {line.noise_sd:.3g}) caps the acceptance "
                        f"rate at {line.ratio:.2g}: the chain will almost never move. Use a shorter "
                        "proposal/trajectory, a smaller τ or clip, or more records.")
@@ -244,7 +173,10 @@ def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_b
 def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterations: int,
            epsilon, delta, report, temperature: float = 1.0, warmup: int = 0,
            start: str = "data-independent") -> Plan:
-    noise = _noise_lines(algorithm, prepared, n, dim, float(temperature)) if report is not None else ()
+    from .samplers import ALGORITHMS
+
+    spec = ALGORITHMS[algorithm]
+    noise = _noise_lines(spec, prepared, n, dim, float(temperature)) if report is not None else ()
     return Plan(
         algorithm=algorithm, n=n, dim=dim, chains=chains,
         epsilon=None if epsilon is None else float(epsilon),
@@ -435,7 +367,7 @@ def default_private_start(spec, prepared: dict, epsilon, iterations, accountant,
 
     if not spec.private or epsilon is None or iterations is not None or secure:
         return False
-    if spec.name == "dp-barker" or prepared.get("grad_clip", prepared.get("clip")) is None:
+    if prepared.get("grad_clip", prepared.get("clip")) is None:  # DP Barker has no bound
         return False
     acc = accountant or accounting.supported_accountants(spec.name)[0]
     kinds = {r.kind for r in accounting.releases(spec.name, 10**6, **spec.accounting_params(prepared))}

@@ -86,12 +86,6 @@ def _check_finite(arr: np.ndarray) -> None:
         raise ValueError("data contains NaN or inf; clean or drop those records before sampling")
 
 
-# Algorithms whose kernels differentiate the log-likelihood: the model contract then includes a
-# gradient of shape (dim,). tests/test_model_contract.py runs every other algorithm on a model
-# that cannot be differentiated, so an algorithm missing here fails that test.
-_GRADIENT_ALGORITHMS = frozenset({"hmc", "dp-hmc", "dp-sgld", "dp-sgnht"})
-
-
 def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
     try:
         arr = np.asarray(theta0, dtype=np.float64)
@@ -401,9 +395,9 @@ class RunPlan:
         spec, model, prepared = self.spec, self.model, self.params
         if not self.warmup:
             return spec.build(model, prepared, noise)
-        from .samplers._warmup import ADAPTATIONS, adaptive_kernel
+        from .samplers._warmup import adaptive_kernel
 
-        adaptation = ADAPTATIONS[self.algorithm]
+        adaptation = spec.adaptation
         base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
         return adaptive_kernel(lambda over: spec.build(model, {**prepared, **over}, noise),
                                adaptation, base, self.warmup)
@@ -490,24 +484,22 @@ def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any)
         iterations = check_int("iterations", iterations, minimum=1)
     prepared = spec.prepare(dict(params), model, n)
     check_model(model, data_arr.shape, data_arr.dtype,
-                gradients=algorithm in _GRADIENT_ALGORITHMS,
+                gradients=spec.gradient,
                 grad_method=prepared.get("grad_method", "auto"))
     explicit_private = isinstance(theta0, str) and theta0 == "private"
     if isinstance(theta0, str) and not explicit_private:
         raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
     if explicit_private:
         _plan.check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
-    from .samplers._warmup import ADAPTATIONS
-
     from .samplers._warmup import MIN_DIAGONAL_WARMUP
 
     if not (isinstance(warmup, str) and warmup == "auto"):
         warmup = check_int("warmup", warmup, minimum=0)
-    if warmup and algorithm not in ADAPTATIONS:
+    if warmup and spec.adaptation is None:
         raise ValueError(f"warmup: {algorithm!r} has nothing to adapt; warmup applies to "
-                         f"{sorted(ADAPTATIONS)}")
+                         f"{sorted(k for k, v in ALGORITHMS.items() if v.adaptation)}")
     # Without an accept step only the preconditioner is adapted, from ≥ MIN_DIAGONAL_WARMUP draws.
-    step_free = warmup and ADAPTATIONS[algorithm].target is None
+    step_free = warmup and spec.adaptation.target is None
     if step_free and warmup != "auto" and warmup < MIN_DIAGONAL_WARMUP:
         raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt a step size to; its "
                          f"warm-up sets a preconditioner from the warm-up draws and needs warmup "
@@ -706,14 +698,12 @@ def package(p: RunPlan, out: RunOutput) -> Result:
     and the NON-private diagnostics, kept apart."""
     positions, infos, adapted = out.positions, out.infos, None
     if p.warmup:
-        from .samplers._warmup import ADAPTATIONS
-
         # The warm-up draws are not posterior draws: dropped, like their flags.
         # Sliced in NumPy (an eager JAX slice compiles a program per shape).
         positions = np.asarray(positions)[:, p.warmup:]
         infos = jax.tree.map(lambda a: np.asarray(a)[:, p.warmup:], infos)
         if out.state is not None:
-            adapted = _adapted_values(ADAPTATIONS[p.algorithm], p.params, out.state)
+            adapted = _adapted_values(p.spec.adaptation, p.params, out.state)
     clip_fraction = np.asarray(infos.clip_fraction).mean(axis=1)  # NumPy: x64 may be off here
     accepted = np.asarray(infos.accepted, dtype=bool)
     diverged = np.asarray(infos.diverged, dtype=bool)

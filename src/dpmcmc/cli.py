@@ -82,9 +82,7 @@ def _compare(algorithm, epsilon, delta, n, chains, iterations, relation, params,
                     algorithm, iterations, delta, n, chains=chains, accountant=acc, relation=relation, **params
                 ).epsilon
             notes[acc] = ""
-        except ValueError as err:
-            if "budget too small" not in str(err):
-                raise
+        except accounting.BudgetTooSmall:
             rows[acc], notes[acc] = 0, "budget too small for one iteration"
     key = "iterations_per_chain" if iterations is None else "epsilon"
     if as_json:

@@ -52,9 +52,7 @@ def budget_rows(
                     row[acc] = accounting.max_iterations(
                         algorithm, eps, delta, n, chains=chains, accountant=acc, **params
                     )
-                except ValueError as err:
-                    if "budget too small" not in str(err):
-                        raise
+                except accounting.BudgetTooSmall:
                     row[acc] = 0
             rows.append(row)
     return rows

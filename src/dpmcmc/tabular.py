@@ -38,24 +38,6 @@ __all__ = ["glm", "Design", "DesignLayout", "design", "design_layout", "read_tab
 
 MODELS = ("logistic", "linear")
 
-# Sampler defaults (--algorithm NAME on a table) follow from public inputs by the rules of
-# sampler_defaults; these are the targets those rules aim at.
-#: Acceptance ceiling 2Φ(−σ/2) a penalty test's noise allows for a typical move (σ = 1.349).
-TARGET_CEILING = 0.5
-#: Momentum noise of DP-HMC's gradient releases over one trajectory, in momentum sds.
-TARGET_KICK = 1.0
-#: DP-SGLD/SGNHT: privacy noise per step over the Langevin noise, and the step's discretisation
-#: error ηλ/4 at the largest curvature the declared box allows.
-TARGET_SGLD_RATIO = 0.5
-TARGET_SGLD_DISCRETISATION = 0.025
-#: Full-data samplers: the τ's are raised (more noise per release) until the budget buys at
-#: least this many iterations per chain; the plan then warns that the moves are noise-bound.
-MIN_DEFAULT_ITERATIONS = 20
-#: Share of the budget's μ the default private start spends (dpmcmc.sample's init_share).
-DEFAULT_INIT_SHARE = 0.1
-#: DP-SGLD/SGNHT: iterations per chain the default noise multiplier buys (RDP accountant).
-TARGET_LANGEVIN_ITERATIONS = 1000
-DEFAULT_LEAPFROG_STEPS = 10
 DEFAULT_PRIOR_SD = 10.0
 DEFAULT_PARAM_RADIUS = 10.0
 
@@ -470,135 +452,34 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
                      delta: Optional[float] = None, chains: int = 4) -> dict:
     """Parameters of a sampler on the scaled design, from public inputs only (docs/tabular.md).
 
-    Nothing here reads the data: the rules use ``n``, the number ``d`` of scaled covariates, the
-    declared bounds (through the per-record bounds of :func:`default_clips`), the model and, for
-    the subsampled Langevin samplers, the budget. The run's (ε, δ) decides the number of
-    iterations, and the warm-up (on by default for the table path, ``warmup="auto"``) adapts
-    step sizes and proposal scales from released values.
-
-    Rules, with ``D = d + 1`` coefficients, ``b`` the per-record Lipschitz / gradient bound
-    (:func:`default_clips`) and ``s₀`` the smallest posterior sd the declared box allows for a
-    coefficient (logistic: a record carries at most ¼ unit of information per coordinate, so
-    ``s₀ = 2/√n``; linear: ``s₀ = s/√n``, s the scaled noise sd):
-
-    * ``dp-penalty``: random-walk proposal sd ``2.38 s₀/√D`` per coordinate (Roberts, Gelman &
-      Gilks' scaling; the proposal has length ≈ 2.38 s₀), and τ such that the penalty noise of
-      such a move caps acceptance at ``TARGET_CEILING`` (σ = 2τ√n·b·2.38 s₀ = 1.349).
-      With a budget, τ is raised if needed (for dp-hmc both τ's by one factor) until (ε, δ)
-      buys ``MIN_DEFAULT_ITERATIONS`` per chain: fewer cannot move at all.
-    * ``dp-hmc``: ``L = 10`` leapfrog steps of size ``(π/2) s₀ / L`` (a quarter period of the
-      stiffest direction the box allows), τ_l by the dp-penalty rule for a trajectory of length
-      ``(π/2) s₀ √D``, and τ_g such that the gradient noise moves the momentum by
-      ``TARGET_KICK`` sd per trajectory (2τ_g√n·b_g·ε√L = 1).
-    * ``dp-sgld`` / ``dp-sgnht`` (need ``epsilon``, ``delta``): batch ``⌈√n⌉`` (a small sampling
-      rate amplifies most), the noise multiplier that buys ``TARGET_LANGEVIN_ITERATIONS`` per
-      chain under the RDP accountant (the run's tighter PLD accountant then allows more), and the
-      step η that keeps the privacy noise per step at ``TARGET_SGLD_RATIO`` of the Langevin
-      noise ((√η/2)(n/batch)·σ·C) and the discretisation error ηλ/4 ≤ 2.5 % at λ = 1/s₀².
-
-    ``minibatch-penalty`` and ``dp-barker`` get none: the first's test noise grows with
-    (n/batch)² and leaves no useful default on tables of this size, the second targets a
-    *tempered* posterior whose temperature (``n0``) is a modelling choice (docs/dp_barker.md).
-    The non-private ``hmc``/``rwmh`` get the dp-hmc/dp-penalty step and proposal.
+    Nothing here reads the data: the algorithm's own rule (``SPEC.defaults``, in its module;
+    shared pieces in :mod:`dpmcmc.samplers._defaults`) reads ``n``, the ``D = d + 1``
+    coefficients, the per-record bounds of :func:`default_clips`, the budget and the chains, and
+    ``s₀``, the smallest posterior sd of a coefficient the declared box allows (logistic: a
+    record carries at most ¼ unit of information per coordinate, so ``s₀ = 2/√n``; linear:
+    ``s₀ = s/√n``, s the scaled noise sd). The run's (ε, δ) decides the number of iterations,
+    and the warm-up (on by default for the table path, ``warmup="auto"``) adapts step sizes and
+    proposal scales from released values. ``minibatch-penalty`` and ``dp-barker`` have no rule:
+    the first's test noise grows with (n/batch)² and leaves no useful default on tables of this
+    size, the second targets a *tempered* posterior whose temperature (``n0``) is a modelling
+    choice (docs/dp_barker.md).
 
     Returns
     -------
     dict
         Keyword arguments for :func:`dpmcmc.sample` (the caller's own values take precedence).
     """
-    D = d + 1
+    from .accounting._checks import check_choice
+    from .samplers import ALGORITHMS
+    from .samplers._defaults import PublicScale
+
+    spec = ALGORITHMS[check_choice("algorithm", algorithm, ALGORITHMS)]
+    if spec.defaults is None:
+        return {}
     clip, grad_clip = default_clips(model, d, noise_sd, param_radius)
     s0 = (2.0 if model == "logistic" else noise_sd) / math.sqrt(n)
-    sigma_target = -2.0 * _ndtri(TARGET_CEILING / 2.0)  # 2Φ(−σ/2) = target
-    L = DEFAULT_LEAPFROG_STEPS
-    step = 0.5 * math.pi * s0 / L
-    if algorithm in ("dp-penalty", "rwmh"):
-        move = 2.38 * s0
-        out = {"proposal_std": [move / math.sqrt(D)] * D}
-        if algorithm == "dp-penalty":
-            # σ and μ from the sampler's own release event (what its kernel draws and its
-            # accountant charges) at τ = 1: σ scales as τ, μ as 1/τ².
-            (llr,) = _unit_events(algorithm, n, tau=1.0)
-            tau = sigma_target / llr.noise_std(clip * move)
-            c = _budget_floor(n, epsilon, delta, chains, _mu_per_iteration(((llr, tau),)))
-            out.update(clip=clip, tau=c * tau)
-        return out
-    if algorithm in ("dp-hmc", "hmc"):
-        out = {"step_size": step, "leapfrog_steps": L}
-        if algorithm == "dp-hmc":
-            traj = 0.5 * math.pi * s0 * math.sqrt(D)
-            llr, grad = _unit_events(algorithm, n, tau_l=1.0, tau_g=1.0, leapfrog_steps=L)
-            tau_l = sigma_target / llr.noise_std(clip * traj)
-            tau_g = TARGET_KICK / (grad.noise_std(grad_clip) * step * math.sqrt(L))
-            c = _budget_floor(n, epsilon, delta, chains,
-                              _mu_per_iteration(((llr, tau_l), (grad, tau_g))))
-            out.update(clip=clip, grad_clip=grad_clip, tau_l=c * tau_l, tau_g=c * tau_g)
-        return out
-    if algorithm in ("dp-sgld", "dp-sgnht") and epsilon is not None and delta is not None:
-        batch = min(n, math.ceil(math.sqrt(n)))
-        sigma = _langevin_noise_multiplier(algorithm, n, batch, epsilon, delta, chains)
-        eta_noise = (2 * TARGET_SGLD_RATIO * batch / (n * sigma * grad_clip)) ** 2
-        eta_disc = 4 * TARGET_SGLD_DISCRETISATION * s0 * s0
-        return {"batch_size": batch, "noise_multiplier": sigma, "grad_clip": grad_clip,
-                "step_size": min(eta_noise, eta_disc)}
-    return {}
-
-
-def _unit_events(algorithm: str, n: int, **taus) -> tuple:
-    """The release events of one iteration of ``algorithm`` with the given τ's (the spec's own)."""
-    from .samplers import ALGORITHMS
-
-    return ALGORITHMS[algorithm].events(n, taus)
-
-
-def _mu_per_iteration(events_at_unit_tau) -> float:
-    """μ of one iteration from ``(event at τ = 1, τ)`` pairs: one release costs μ(τ=1)/τ²."""
-    return sum(e.mu * e.per_iteration / (tau * tau) for e, tau in events_at_unit_tau)
-
-
-def _budget_floor(n: int, epsilon, delta, chains: int, mu_per_iteration: float) -> float:
-    """Factor ≥ 1 on a full-data sampler's τ's so that the budget buys at least
-    ``MIN_DEFAULT_ITERATIONS`` per chain (1 without a budget).
-
-    Every release costs μ ∝ 1/τ², so multiplying all τ by c divides the per-iteration μ by c²;
-    the budget's μ is ``gaussian_mu(ε, δ)`` less the private start's default share.
-    """
-    if epsilon is None or delta is None:
-        return 1.0
-    from .accounting.gaussian import gaussian_mu
-
-    available = (1.0 - DEFAULT_INIT_SHARE) * gaussian_mu(epsilon, delta)
-    need = MIN_DEFAULT_ITERATIONS * chains * mu_per_iteration
-    return max(1.0, math.sqrt(need / available))
-
-
-def _langevin_noise_multiplier(algorithm: str, n: int, batch: int, epsilon: float, delta: float,
-                               chains: int) -> float:
-    """The smallest noise multiplier (to 1 %) whose RDP accounting buys the target iterations."""
-    from .accounting import max_iterations
-
-    def buys(sigma: float) -> bool:
-        try:
-            return max_iterations(algorithm, epsilon, delta, n, chains=chains, accountant="rdp",
-                                  noise_multiplier=sigma, batch_size=batch) >= TARGET_LANGEVIN_ITERATIONS
-        except ValueError:  # the budget buys not one iteration at this σ
-            return False
-
-    lo, hi = 0.5, 1.0
-    while not buys(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e6:
-            return hi
-    while hi / lo > 1.01:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if buys(mid) else (mid, hi)
-    return hi
-
-
-def _ndtri(p: float) -> float:
-    from scipy.special import ndtri
-
-    return float(ndtri(p))
+    return spec.defaults(PublicScale(n=n, dim=d + 1, clip=clip, grad_clip=grad_clip, scale=s0,
+                                     epsilon=epsilon, delta=delta, chains=chains))
 
 
 # ------------------------------------------------------------------------------ the model
@@ -840,9 +721,9 @@ def glm(
                                         float(param_radius), epsilon=epsilon, delta=delta,
                                         chains=chains).items():
         params.setdefault(name, value)
-    from .samplers._warmup import ADAPTATIONS
+    from .samplers import ALGORITHMS
 
-    if algorithm in ADAPTATIONS and epsilon is not None and "iterations" not in params:
+    if ALGORITHMS[algorithm].adaptation and epsilon is not None and "iterations" not in params:
         # The budget sets the run length: spend its first half adapting the step sizes and
         # proposal scales from released values (no extra privacy cost; docs/post_processing.md).
         params.setdefault("warmup", "auto")

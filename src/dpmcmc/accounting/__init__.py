@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .budget import (
     ACCOUNTANTS,
+    BudgetTooSmall,
     RELATION,
     RELATIONS,
     algorithm_params,
@@ -65,6 +66,7 @@ from .zcdp import zcdp_epsilon, zcdp_rho
 
 __all__ = [
     "ACCOUNTANTS",
+    "BudgetTooSmall",
     "ALGORITHMS",
     "BARKER",
     "GAUSSIAN",

@@ -88,6 +88,7 @@ from .zcdp import zcdp_epsilon, zcdp_rho
 
 __all__ = [
     "ALGORITHMS",
+    "BudgetTooSmall",
     "ACCOUNTANTS",
     "RELATION",
     "RELATIONS",
@@ -119,6 +120,14 @@ _ACCOUNTANTS_BY_KIND = {
     SUBSAMPLED_GAUSSIAN: ("pld", "rdp"),
     BARKER: ("rdp-direct", "rdp"),
 }
+
+
+class BudgetTooSmall(ValueError):
+    """The budget (ε, δ) does not pay for one iteration (or for the start and one iteration).
+
+    A ``ValueError``, so callers that treat it as bad input still do; callers that fall back to
+    something cheaper catch this type, never the message.
+    """
 
 
 #: Range of the per-release μ = Δ²/(2σ²) the accountants accept. Above: the noise is below
@@ -398,7 +407,7 @@ def _largest_feasible(f: Callable[[int], float], guess: int, upper: int | None, 
         step = 1
         while F(lo) > 0:
             if lo == 1:
-                raise ValueError(f"budget too small for one iteration: {what}")
+                raise BudgetTooSmall(f"budget too small for one iteration: {what}")
             hi, step = lo, 2 * step
             lo = max(1, hi - step)
     side = 0  # which end moved last: Illinois halves the stale end's weight

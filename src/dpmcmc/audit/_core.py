@@ -15,12 +15,16 @@ from scipy import optimize
 
 from dpmcmc import accounting
 from dpmcmc._keys import resolve_key
-from dpmcmc.audit._designs import AUDITS, AuditEntry
 from dpmcmc.audit._stats import AuditOutcome, evaluate_threshold, select_threshold
 from dpmcmc.samplers import ALGORITHMS as SAMPLERS
+from dpmcmc.samplers._audit_design import AuditEntry
 from dpmcmc.samplers._mechanisms import NoiseSource
 
-__all__ = ["AuditResult", "audit", "STATISTICS", "DEFAULTS"]
+__all__ = ["AuditResult", "audit", "AUDITS", "STATISTICS", "DEFAULTS"]
+
+#: The audit entry of every registered algorithm that has one (``SPEC.audit``, its card).
+AUDITS: dict[str, AuditEntry] = {name: spec.audit for name, spec in SAMPLERS.items()
+                                 if spec.audit is not None}
 
 STATISTICS = ("releases", "draws")
 
@@ -341,7 +345,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     """Empirical privacy audit: a lower bound on the ε of ``algorithm`` to set against its claim.
 
     The sampler runs ``trials`` times for ``iterations`` iterations on each of two neighbouring
-    data sets built to be worst-case for its clipped statistics (:mod:`dpmcmc.audit._designs`),
+    data sets built to be worst-case for its clipped statistics (``SPEC.audit``, :mod:`dpmcmc.samplers._audit_design`),
     with its noise scale set so that the accountant charges ``epsilon`` at ``delta`` for one run.
     A likelihood-ratio test on the released noisy statistics (observed through the kernel's own
     code path) and a test on the final draws separate the runs; a threshold and role chosen on a
@@ -388,7 +392,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     ------
     ValueError
         For an argument out of range, naming it; for an ``epsilon`` whose design would exceed
-        the largest the audit builds (DP Barker: :data:`dpmcmc.audit._designs.MAX_DESIGN_ROWS`
+        the largest the audit builds (DP Barker: :data:`dpmcmc.audit.MAX_DESIGN_ROWS`
         records), before any run.
     """
     if not isinstance(algorithm, str):

@@ -160,9 +160,7 @@ def _budget(pre, algorithm: str, params: dict, epsilon: float, delta: float, cha
             iterations = dpmcmc.plan(pre.model, int(pre.data.shape[0]), algorithm, epsilon=epsilon,
                                      delta=delta, chains=chains, accountant=accountant,
                                      relation=relation, theta0=start, **params).iterations
-        except ValueError as err:
-            if "budget too small" not in str(err):
-                raise
+        except dpmcmc.accounting.BudgetTooSmall:
             iterations = 0
         _BUDGETS[key] = (pre, iterations)
     return _BUDGETS[key][1]

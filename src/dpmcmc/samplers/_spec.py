@@ -1,17 +1,23 @@
-"""The algorithm spec: everything about one algorithm, held by its own module.
+"""The algorithm card: everything about one algorithm, held by its own module.
 
 Each algorithm module (``rwmh``, ``hmc``, ``dp_penalty``, ``dp_hmc``, ``barker``,
 ``minibatch_penalty``, ``dp_sgld``, ``dp_sgnht``) defines one :class:`AlgorithmSpec` named
 ``SPEC``; :mod:`dpmcmc.samplers._registry` collects them into ``ALGORITHMS``. Nothing else keeps
-a table keyed by algorithm name: the accountant reads ``SPEC.releases``, the run lays its data
-out with ``SPEC.layout`` (from ``SPEC.data_access``), the audit resolves ``SPEC.audit``.
+a table keyed by algorithm name (``tests/test_samplers_registry.py`` walks the package for one):
+the accountant reads ``SPEC.releases``, the run lays its data out with ``SPEC.layout`` (from
+``SPEC.data_access``), the model contract reads ``SPEC.gradient``, the warm-up
+``SPEC.adaptation``, the plan ``SPEC.noise_lines``, the table path ``SPEC.defaults`` and the
+audit ``SPEC.audit``.
 """
 from __future__ import annotations
 
+import math
 import numbers
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
+from scipy.special import ndtr
 
 from dpmcmc.accounting._checks import check_int, check_param_names
 from dpmcmc.accounting.events import Release, ReleaseSpec
@@ -19,8 +25,8 @@ from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._sharding import ShardedRows, shard_rows
 from dpmcmc.samplers._types import Kernel
 
-__all__ = ["AlgorithmSpec", "FULL", "SUBSAMPLED", "DATA_ACCESS", "check_common", "as_rows",
-           "optional_block"]
+__all__ = ["AlgorithmSpec", "NoiseLine", "acceptance_line", "FULL", "SUBSAMPLED", "DATA_ACCESS",
+           "check_common", "as_rows", "optional_block"]
 
 #: ``data_access`` of an algorithm whose every data access is a full-data pass (split over a
 #: mesh by ``_sharding.shard_data``; the data are laid out in blocks).
@@ -29,6 +35,48 @@ FULL = "full"
 #: (``_sharding.shard_rows``; the data stay one device array).
 SUBSAMPLED = "subsampled"
 DATA_ACCESS = (FULL, SUBSAMPLED)
+
+
+@dataclass(frozen=True)
+class NoiseLine:
+    """One privacy-noise figure of a plan (:class:`dpmcmc.Plan`), from public inputs only.
+
+    Attributes
+    ----------
+    name : str
+        What the noise perturbs, e.g. ``"log-likelihood ratio"``.
+    noise_sd : float
+        Standard deviation of the privacy noise on that quantity (per coordinate for vectors).
+    reference : str
+        What it is compared with.
+    ratio : float
+        ``noise_sd`` divided by the reference (or the derived figure named in ``reference``).
+    """
+
+    name: str
+    noise_sd: float
+    reference: str
+    ratio: float
+
+    @property
+    def caps_acceptance(self) -> bool:
+        """Whether ``ratio`` is a penalty test's acceptance ceiling 2Φ(−σ/2)."""
+        return self.reference.startswith("acceptance ceiling")
+
+
+def acceptance_line(release: Release, bound: float, step: float, what: str) -> NoiseLine:
+    """A penalty test's noise line: the release event's σ (what the kernel draws) for a ratio
+    bound ``bound`` (clip × move length), against the acceptance ceiling 2Φ(−σ/2) it allows on
+    a flat target (accept iff N(−σ²/2, σ²) > log U)."""
+    sigma = release.noise_std(bound)
+    return NoiseLine(release.name, sigma,
+                     f"acceptance ceiling 2Φ(−σ/2) for a {what} of length {step:.3g}",
+                     float(2.0 * ndtr(-sigma / 2.0)))
+
+
+def norm(values) -> float:
+    """Euclidean norm of a parameter given as a scalar or per dimension (public arithmetic)."""
+    return math.sqrt(sum(float(v) ** 2 for v in values))
 
 
 class AlgorithmSpec(NamedTuple):
@@ -54,10 +102,21 @@ class AlgorithmSpec(NamedTuple):
     releases : ReleaseSpec or None
         What one iteration releases (``None``: non-private). The accountant composes these
         events; the kernel's mechanisms draw their noise from the same event constructors.
-    audit : str or None
-        Key of the algorithm's design in ``dpmcmc.audit.AUDITS`` (the audit is a layer above the
-        samplers: its designs build data sets and read kernel taps, so they stay there and the
-        spec names them). ``None``: not audited.
+    audit : AuditEntry or None
+        The algorithm's empirical privacy audit (:mod:`dpmcmc.samplers._audit_design`): its
+        worst-case neighbouring design, tapped kernel and statistics; ``dpmcmc.audit`` runs it.
+        ``None``: not audited (the non-private baselines).
+    gradient : bool
+        Whether the kernel differentiates the log-likelihood: the model contract then includes
+        a gradient of shape ``(dim,)`` (``dpmcmc.models.check_model``).
+    adaptation : Adaptation or None
+        What ``warmup=W`` adapts (:mod:`dpmcmc.samplers._warmup`); ``None``: nothing.
+    noise_lines : callable or None
+        ``noise_lines(params, n, dim, temperature) -> tuple[NoiseLine, ...]``: the privacy noise
+        next to the moves, for the plan (public inputs only); ``None``: no figure.
+    defaults : callable or None
+        ``defaults(scale: PublicScale) -> dict``: parameters from public inputs only
+        (:mod:`dpmcmc.samplers._defaults`), used by the table path; ``None``: none.
     """
 
     name: str
@@ -66,7 +125,11 @@ class AlgorithmSpec(NamedTuple):
     build: Callable[..., Kernel]
     data_access: str
     releases: Optional[ReleaseSpec] = None
-    audit: Optional[str] = None
+    audit: Any = None
+    gradient: bool = False
+    adaptation: Any = None
+    noise_lines: Optional[Callable[..., tuple]] = None
+    defaults: Optional[Callable[[Any], dict]] = None
 
     def accounting_params(self, params: dict) -> dict:
         """The keyword arguments of ``dpmcmc.accounting.max_iterations/spent`` from prepared

@@ -37,7 +37,7 @@ from dpmcmc.samplers._types import ChunkCache, Kernel
 
 Array = Any
 
-__all__ = ["Adaptation", "ADAPTATIONS", "AdaptState", "DualAveraging", "adaptive_kernel",
+__all__ = ["Adaptation", "RANDOM_WALK", "HAMILTONIAN", "LANGEVIN", "AdaptState", "DualAveraging", "adaptive_kernel",
            "da_init", "da_update", "MIN_DIAGONAL_WARMUP"]
 
 #: Warm-ups shorter than this adapt the step only (too few draws for a variance per dimension).
@@ -59,21 +59,15 @@ class Adaptation(NamedTuple):
     diagonal_from: str
 
 
-#: What each algorithm adapts. Targets: 0.234 for random-walk proposals (Roberts, Gelman &
-#: Gilks 1997), 0.65 for HMC (Beskos et al. 2013). dp-sgld and dp-sgnht have no accept step and
-#: thus no acceptance to adapt a step size to (``target=None``): their warm-up sets only a
-#: diagonal preconditioner from the warm-up draws, relative (largest entry 1, so no coordinate's
-#: steps grow and the privacy noise per step stays within the public rule that chose η).
-ADAPTATIONS = {
-    "rwmh": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
-    "dp-penalty": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
-    "minibatch-penalty": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
-    "dp-barker": Adaptation("proposal_std", 0.234, "proposal_std", "sd"),
-    "hmc": Adaptation("step_size", 0.65, "mass", "precision"),
-    "dp-hmc": Adaptation("step_size", 0.65, "mass", "precision"),
-    "dp-sgld": Adaptation("step_size", None, "precondition", "relative-sd"),
-    "dp-sgnht": Adaptation("step_size", None, "precondition", "relative-sd"),
-}
+#: What the algorithms adapt (each spec names one as ``SPEC.adaptation``). Targets: 0.234 for
+#: random-walk proposals (Roberts, Gelman & Gilks 1997), 0.65 for HMC (Beskos et al. 2013).
+#: dp-sgld and dp-sgnht have no accept step and thus no acceptance to adapt a step size to
+#: (``target=None``): their warm-up sets only a diagonal preconditioner from the warm-up draws,
+#: relative (largest entry 1, so no coordinate's steps grow and the privacy noise per step stays
+#: within the public rule that chose η).
+RANDOM_WALK = Adaptation("proposal_std", 0.234, "proposal_std", "sd")
+HAMILTONIAN = Adaptation("step_size", 0.65, "mass", "precision")
+LANGEVIN = Adaptation("step_size", None, "precondition", "relative-sd")
 
 
 class DualAveraging(NamedTuple):

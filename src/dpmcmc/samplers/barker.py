@@ -110,7 +110,10 @@ from dpmcmc.samplers._minibatch import (
 )
 from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
+from dpmcmc.samplers._audit_design import (MAX_DESIGN_ROWS, AuditEntry, cancelling_design,
+                                           last_draw)
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common
+from dpmcmc.samplers._warmup import RANDOM_WALK
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -375,6 +378,43 @@ def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
 
 
 #: DP Barker: private, one fixed-size batch per iteration, one Barker test per iteration.
+def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    # Its test noise is fixed (variance 2); the plan reports the tempering and the clip.
+    n0 = p.get("n0") or temperature * n
+    return (NoiseLine("Barker test (noise variance 2)", math.sqrt(2.0),
+                      f"tempering n0/n, clip √b/n0 = {math.sqrt(p['batch_size']) / n0:.3g}", n0 / n),)
+
+
+# Proposal scale 1: a step shorter than c/FAR (c = 1/√b) would leave a ratio unclipped; with
+# this scale that happens in well under 1 % of iterations (reported as all_clipped < 1).
+_AUDIT_PROPOSAL = 1.0
+
+
+def _audit_params(scale: float) -> dict:
+    # n = b (q = 1), n0 = n: the clip bound √b/n₀ = 1/√b.
+    return {"batch_size": 2 * int(scale), "proposal_std": _AUDIT_PROPOSAL, "mode": "random-walk"}
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_dp_barker(model, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
+                            p["mode"], noise=noise)
+
+
+def _audit_statistic(taps, p, n):
+    # Σ_t log φ(y; 0, 1) − log φ(y; m', v'): D releases N(0, 1), D' releases
+    # N(−2 sign(θ' − θ)/√b, 1 + 4/b²) (samplers/_audit_design.py). Public quantities only.
+    b = p["batch_size"]
+    y = taps["delta"]
+    sign = jnp.sign((taps["theta_new"] - taps["theta"])[..., 0])
+    m_prime = -2.0 * sign / math.sqrt(b)
+    v_prime = 1.0 + 4.0 / (b * b)
+    log_lr = -0.5 * y * y + 0.5 * (y - m_prime) ** 2 / v_prime + 0.5 * math.log(v_prime)
+    return jnp.sum(log_lr)
+
+
 SPEC = AlgorithmSpec("dp-barker", True, _prepare, _build, SUBSAMPLED,
                      releases=ReleaseSpec(BARKER, ("batch_size",), _releases, optional=("n0",)),
-                     audit="dp-barker")
+                     audit=AuditEntry("dp-barker", 8, _audit_params, cancelling_design,
+                                      _audit_tapped, _audit_statistic, last_draw,
+                                      integer_scale=True, max_scale=MAX_DESIGN_ROWS // 2),
+                     adaptation=RANDOM_WALK, noise_lines=_noise_lines)

@@ -29,6 +29,8 @@ never a rejection (docs/nonfinite.md).
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -42,9 +44,13 @@ from dpmcmc.samplers._layout import GRAD_DTYPES, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._releases import release_grad, release_llr
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.samplers._audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
+from dpmcmc.samplers._defaults import TARGET_KICK, PublicScale, mu_per_iteration
+from dpmcmc.samplers._spec import (FULL, AlgorithmSpec, NoiseLine, acceptance_line, check_common,
+                                   optional_block)
+from dpmcmc.samplers._warmup import HAMILTONIAN
 from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
-from dpmcmc.samplers.hmc import jittered_step_size, prepare_leapfrog
+from dpmcmc.samplers.hmc import jittered_step_size, leapfrog_defaults, prepare_leapfrog
 
 Array = Any
 
@@ -210,7 +216,65 @@ def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
     )
 
 
+def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    # The final penalty test for a trajectory in free motion (length εL‖M^(−1/2)‖), and the
+    # gradient noise: over one trajectory the momentum receives ε√L times its sd, compared with
+    # the momentum's own sd √m on the worst axis.
+    eps, steps = p["step_size"], p["leapfrog_steps"]
+    inv_mass = [1.0 / float(m) for m in p["mass"]]
+    move = eps * steps * math.sqrt(sum(inv_mass))
+    llr, grad = SPEC.events(n, p)
+    sigma_g = grad.noise_std(p["grad_clip"])
+    kick = eps * math.sqrt(steps) * sigma_g * math.sqrt(max(inv_mass))
+    return (acceptance_line(llr, p["clip"] * move, move, "trajectory"),
+            NoiseLine("gradient", sigma_g, "momentum noise per trajectory over the momentum sd", kick))
+
+
+def _defaults(s: PublicScale) -> dict:
+    # HMC's leapfrog; τ_l by the dp-penalty rule for a trajectory of length (π/2) s₀ √D, and τ_g
+    # such that the gradient noise moves the momentum by TARGET_KICK sd per trajectory
+    # (2τ_g√n·b_g·ε√L = 1); both raised by one factor until the budget buys enough iterations.
+    out = leapfrog_defaults(s)
+    step, steps = out["step_size"], out["leapfrog_steps"]
+    traj = 0.5 * math.pi * s.scale * math.sqrt(s.dim)
+    llr, grad = SPEC.events(s.n, {"tau_l": 1.0, "tau_g": 1.0, "leapfrog_steps": steps})
+    tau_l = s.sigma_target / llr.noise_std(s.clip * traj)
+    tau_g = TARGET_KICK / (grad.noise_std(s.grad_clip) * step * math.sqrt(steps))
+    floor = s.budget_floor(mu_per_iteration(((llr, tau_l), (grad, tau_g))))
+    out.update(clip=s.clip, grad_clip=s.grad_clip, tau_l=floor * tau_l, tau_g=floor * tau_g)
+    return out
+
+
+# τ_g = 2 τ_l: with L = 3 and 2 iterations the 8 gradient releases and the 2 ratio releases
+# carry equal shares of the total μ, so the audit exercises both paths.
+_AUDIT_LEAPFROG = 3
+
+
+def _audit_params(scale: float) -> dict:
+    return {"tau_l": scale, "tau_g": 2.0 * scale, "clip": 1.0, "grad_clip": 1.0,
+            "step_size": 0.2, "leapfrog_steps": _AUDIT_LEAPFROG}
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_dp_hmc(model, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
+                         p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
+                         jitter=p["jitter"], grad_method=p["grad_method"],
+                         grad_dtype=p["grad_dtype"], noise=noise)
+
+
+def _audit_statistic(taps, p, n):
+    # Gradient releases: mean +b_g on D, −b_g on D', σ_g of the release event the accountant
+    # composes and the kernel draws from.
+    _, grad_release = SPEC.events(n, p)
+    sigma_g = grad_release.noise_std(p["grad_clip"])
+    grad = 2.0 * p["grad_clip"] * jnp.sum(taps["grad_sum"][..., 0]) / (sigma_g * sigma_g)
+    return llr_statistic(taps, p["clip"]) + grad
+
+
 #: DP-HMC: private, full-data passes, L + 2 Gaussian releases per iteration.
 SPEC = AlgorithmSpec("dp-hmc", True, _prepare, _build, FULL,
                      releases=ReleaseSpec(GAUSSIAN, ("tau_l", "tau_g", "leapfrog_steps"), _releases),
-                     audit="dp-hmc")
+                     audit=AuditEntry("dp-hmc", 2, _audit_params, far_row_design, _audit_tapped,
+                                      _audit_statistic, last_draw),
+                     gradient=True, adaptation=HAMILTONIAN, noise_lines=_noise_lines,
+                     defaults=_defaults)

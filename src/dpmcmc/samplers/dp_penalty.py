@@ -34,6 +34,8 @@ chunk (no state, draw, ``Info`` or checkpoint holds it).
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Optional
 
 import jax.numpy as jnp
@@ -47,7 +49,12 @@ from dpmcmc.samplers._passes import CACHE_MIN_COST, loglik_rows, record_cost
 from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
 from dpmcmc.samplers._releases import release_llr, release_llr_cached
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.samplers._audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
+from dpmcmc.samplers._defaults import PublicScale, mu_per_iteration
+from dpmcmc.samplers._spec import (FULL, AlgorithmSpec, acceptance_line, check_common, norm,
+                                   optional_block)
+from dpmcmc.samplers._warmup import RANDOM_WALK
+from dpmcmc.samplers.rwmh import random_walk_scale
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -168,5 +175,39 @@ def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
 
 
 #: DP penalty: private, full-data passes, one Gaussian release per iteration.
+def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    # The typical move: the proposal's length (one coordinate's for one-component updates).
+    step = norm(p["proposal_std"]) / (math.sqrt(dim) if p.get("mode") == "one-component" else 1.0)
+    (llr,) = SPEC.events(n, p)
+    return (acceptance_line(llr, p["clip"] * step, step, "proposal"),)
+
+
+def _defaults(s: PublicScale) -> dict:
+    # The random-walk scale, and τ such that the penalty noise of such a move caps acceptance
+    # at TARGET_CEILING (σ = 2τ√n·b·2.38 s₀ = 1.349), raised if needed until the budget buys
+    # MIN_DEFAULT_ITERATIONS. σ and μ come from the spec's own release event at τ = 1.
+    proposal = random_walk_scale(s)
+    (llr,) = SPEC.events(s.n, {"tau": 1.0})
+    tau = s.sigma_target / llr.noise_std(s.clip * norm(proposal))
+    floor = s.budget_floor(mu_per_iteration(((llr, tau),)))
+    return {"proposal_std": proposal, "clip": s.clip, "tau": floor * tau}
+
+
+def _audit_params(scale: float) -> dict:
+    return {"tau": scale, "clip": 1.0, "proposal_std": 0.5, "mode": "random-walk"}
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_dp_penalty(model, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
+                             p["mode"], noise=noise)
+
+
+def _audit_statistic(taps, p, n):
+    return llr_statistic(taps, p["clip"])
+
+
 SPEC = AlgorithmSpec("dp-penalty", True, _prepare, _build, FULL,
-                     releases=ReleaseSpec(GAUSSIAN, ("tau",), _releases), audit="dp-penalty")
+                     releases=ReleaseSpec(GAUSSIAN, ("tau",), _releases),
+                     audit=AuditEntry("dp-penalty", 5, _audit_params, far_row_design,
+                                      _audit_tapped, _audit_statistic, last_draw),
+                     adaptation=RANDOM_WALK, noise_lines=_noise_lines, defaults=_defaults)

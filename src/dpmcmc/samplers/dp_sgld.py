@@ -44,6 +44,8 @@ sum (counted as clipped), so θ' stays finite; never a rejection (docs/nonfinite
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -61,7 +63,12 @@ from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
 from dpmcmc.samplers._layout import auto_block_size, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS, clipped_grad_sum
 from dpmcmc.samplers._releases import Release
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common, optional_block
+from dpmcmc.samplers._audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
+                                           log_mixture_ratio, one_sided_design)
+from dpmcmc.samplers._defaults import (TARGET_SGLD_DISCRETISATION, TARGET_SGLD_RATIO, PublicScale,
+                                       langevin_noise_multiplier)
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, optional_block
+from dpmcmc.samplers._warmup import LANGEVIN
 from dpmcmc.samplers._types import Info, Kernel, TappedKernel
 
 Array = Any
@@ -320,6 +327,75 @@ def sgd_releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
 #: The release declaration of DP-SGLD and DP-SGNHT.
 SGD_RELEASES = ReleaseSpec(SUBSAMPLED_GAUSSIAN, ("noise_multiplier", "batch_size"), sgd_releases)
 
+def sgd_noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    """DP-SGLD/SGNHT add (η/2)(n/b)·σ·C of privacy noise per coordinate and step, next to the
+    Langevin noise √η; a ratio above 1 samples a posterior widened by about √(1 + ratio²)."""
+    eta, b = p["step_size"], p["batch_size"]
+    drift = 0.5 * eta * (n / b) * p["noise_multiplier"] * p["grad_clip"]
+    return (NoiseLine("step (privacy noise per coordinate)", drift, "over the Langevin noise √η",
+                      drift / math.sqrt(eta)),)
+
+
+def sgd_defaults(name: str):
+    """The rule of DP-SGLD/SGNHT (``name``) from public inputs; needs the budget.
+
+    Batch ``⌈√n⌉`` (a small sampling rate amplifies most), the noise multiplier that buys
+    ``TARGET_LANGEVIN_ITERATIONS`` per chain under the RDP accountant (the run's tighter PLD
+    accountant then allows more), and the step η that keeps the privacy noise per step at
+    ``TARGET_SGLD_RATIO`` of the Langevin noise ((√η/2)(n/b)·σ·C) and the discretisation error
+    ηλ/4 ≤ 2.5 % at λ = 1/s₀².
+    """
+    def defaults(s: PublicScale) -> dict:
+        if s.epsilon is None or s.delta is None:
+            return {}
+        batch = min(s.n, math.ceil(math.sqrt(s.n)))
+        sigma = langevin_noise_multiplier(name, s, batch)
+        eta_noise = (2 * TARGET_SGLD_RATIO * batch / (s.n * sigma * s.grad_clip)) ** 2
+        eta_disc = 4 * TARGET_SGLD_DISCRETISATION * s.scale * s.scale
+        return {"batch_size": batch, "noise_multiplier": sigma, "grad_clip": s.grad_clip,
+                "step_size": min(eta_noise, eta_disc)}
+
+    return defaults
+
+
+# n = 10, b = 2 (q = 0.2), 3 iterations: the shared records at −FAR clip to −C, the differing
+# record (+FAR in D, −FAR in D') to ±C, so a release is N(−bC, σ²) on D' and
+# (1 − q)N(−bC, σ²) + qN(−bC + 2C, σ²) on D: the accountant's dominating pair. The step size
+# keeps θ within a few units of 0 over a run (every gradient stays clipped).
+_AUDIT_BATCH = 2
+_AUDIT_STEP = 0.05
+
+
+def sgd_audit_design(scale: float = 1.0) -> AuditDesign:
+    """The one-sided design of DP-SGLD/SGNHT (samplers/_audit_design.py)."""
+    return one_sided_design(SUBSAMPLED_N, -FAR, FAR, -FAR)
+
+
+def sgd_audit_params(scale: float) -> dict:
+    """Worst-case DP-SGLD parameters at noise multiplier ``scale`` (DP-SGNHT adds a friction)."""
+    return {"noise_multiplier": scale, "batch_size": _AUDIT_BATCH, "grad_clip": 1.0,
+            "step_size": _AUDIT_STEP}
+
+
+def sgd_audit_statistic(taps, p, n):
+    """Σ_t log[(1 − q) + q φ(y_t; 2C, σ)/φ(y_t; 0, σ)], y_t = released sum + bC: the log
+    likelihood ratio of the whole transcript (D vs D'), computed in the release's dtype."""
+    clip, b = p["grad_clip"], p["batch_size"]
+    y = taps["grad_sum"][..., 0] + b * clip
+    sigma = taps["grad_sigma"]
+    log_lr = (2.0 * clip * y - 2.0 * clip * clip) / (sigma * sigma)
+    return jnp.sum(log_mixture_ratio(log_lr, b / n))
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_dp_sgld(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                          p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
+                          noise=noise)
+
+
 #: DP-SGLD: private, one fixed-size batch per iteration.
 SPEC = AlgorithmSpec("dp-sgld", True, _prepare, _build, SUBSAMPLED, releases=SGD_RELEASES,
-                     audit="dp-sgld")
+                     audit=AuditEntry("dp-sgld", 3, sgd_audit_params, sgd_audit_design,
+                                      _audit_tapped, sgd_audit_statistic, last_draw),
+                     gradient=True, adaptation=LANGEVIN, noise_lines=sgd_noise_lines,
+                     defaults=sgd_defaults("dp-sgld"))

@@ -51,10 +51,13 @@ import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_positive
 from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.samplers._audit_design import AuditEntry, last_draw
 from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec
 from dpmcmc.samplers._types import Kernel, TappedKernel
-from dpmcmc.samplers.dp_sgld import (SGD_RELEASES, preconditioner, prepare_sgd,
-                                    tapped_stochastic_gradient)
+from dpmcmc.samplers._warmup import LANGEVIN
+from dpmcmc.samplers.dp_sgld import (SGD_RELEASES, preconditioner, prepare_sgd, sgd_audit_design,
+                                    sgd_audit_params, sgd_audit_statistic, sgd_defaults,
+                                    sgd_noise_lines, tapped_stochastic_gradient)
 
 Array = Any
 
@@ -156,6 +159,20 @@ def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
                           precondition=p.get("precondition"))
 
 
-#: DP-SGNHT: private, one fixed-size batch per iteration; releases as DP-SGLD.
+def _audit_params(scale: float) -> dict:
+    return {**sgd_audit_params(scale), "friction": 1.0}
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_dp_sgnht(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
+                           p["grad_clip"], p["friction"], grad_method=p["grad_method"],
+                           block_size=p["block_size"], noise=noise)
+
+
+#: DP-SGNHT: private, one fixed-size batch per iteration; releases, plan, defaults and audit
+#: design as DP-SGLD.
 SPEC = AlgorithmSpec("dp-sgnht", True, _prepare, _build, SUBSAMPLED, releases=SGD_RELEASES,
-                     audit="dp-sgnht")
+                     audit=AuditEntry("dp-sgnht", 3, _audit_params, sgd_audit_design,
+                                      _audit_tapped, sgd_audit_statistic, last_draw),
+                     gradient=True, adaptation=LANGEVIN, noise_lines=sgd_noise_lines,
+                     defaults=sgd_defaults("dp-sgnht"))

@@ -19,6 +19,8 @@ likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -30,7 +32,9 @@ from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.samplers._penalty import mh_accept
 from dpmcmc.accounting._checks import check_bool, check_int, check_per_dim, check_positive
+from dpmcmc.samplers._defaults import DEFAULT_LEAPFROG_STEPS, PublicScale
 from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.samplers._warmup import HAMILTONIAN
 from dpmcmc.samplers._types import HMCInfo, Kernel
 
 Array = Any
@@ -183,5 +187,13 @@ def _build(model, p: dict, noise=None) -> Kernel:
                      jitter=p["jitter"])
 
 
+def leapfrog_defaults(s: PublicScale) -> dict:
+    """``L = DEFAULT_LEAPFROG_STEPS`` steps of size ``(π/2) s₀ / L``: a quarter period of the
+    stiffest direction the declared bounds allow (s₀ its posterior sd)."""
+    steps = DEFAULT_LEAPFROG_STEPS
+    return {"step_size": 0.5 * math.pi * s.scale / steps, "leapfrog_steps": steps}
+
+
 #: Hamiltonian Monte Carlo: NON-private baseline, full-data passes.
-SPEC = AlgorithmSpec("hmc", False, _prepare, _build, FULL)
+SPEC = AlgorithmSpec("hmc", False, _prepare, _build, FULL, gradient=True, adaptation=HAMILTONIAN,
+                     defaults=leapfrog_defaults)

@@ -70,6 +70,7 @@ import math
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
+from scipy.special import ndtr
 
 from dpmcmc.accounting._checks import check_batch_size, check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import (
@@ -89,7 +90,10 @@ from dpmcmc.samplers._minibatch import (
 from dpmcmc.samplers._penalty import penalty_accept
 from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, check_common
+from dpmcmc.samplers._audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
+                                           log_mixture_ratio, one_sided_design)
+from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, norm
+from dpmcmc.samplers._warmup import RANDOM_WALK
 from dpmcmc.samplers._types import Kernel, TappedKernel
 
 Array = Any
@@ -307,6 +311,58 @@ def _releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
 
 
 #: Minibatch DP penalty: private, one fixed-size batch per iteration.
+def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    # σ = √τ·c with c = 2kc₀ + 2k²c₀²(b−1)/b, k = nT/b, c₀ = L·s (module docstring), and the
+    # same penalty test as dp-penalty: ceiling 2Φ(−σ/2).
+    step, b = norm(p["proposal_std"]), p["batch_size"]
+    k, c0 = n * temperature / b, p["clip"] * step
+    sigma = math.sqrt(p["tau"]) * (2 * k * c0 + 2 * k * k * c0 * c0 * (b - 1) / b)
+    return (NoiseLine("penalised log-likelihood ratio", sigma,
+                      f"acceptance ceiling 2Φ(−σ/2) for a proposal of length {step:.3g}",
+                      float(2.0 * ndtr(-sigma / 2.0))),)
+
+
+# All shared records at +FAR: for a proposal θ' > θ every shared ratio is +c₀ = L(θ' − θ) and
+# the differing record (+FAR in D, −FAR in D') moves the released λ_B − σ_b²/2 by exactly the
+# sensitivity c (the attaining case of the module docstring); for θ' < θ the move is
+# Δ = 2kr + 2k²r²(b − 1)/b with r = L(θ' − θ) < 0, |Δ| = c(1 − a)/(1 + a) with
+# a = k|r|(b − 1)/b. A small proposal keeps a ≈ 0.04, so |Δ| ≈ 0.93 c. On D every batch is
+# the same (mean m = kbr); on D' the batches holding the record are shifted to m − Δ.
+_AUDIT_BATCH = 2
+_AUDIT_PROPOSAL = 0.02
+
+
+def _audit_design(scale: float = 1.0) -> AuditDesign:
+    return one_sided_design(SUBSAMPLED_N, FAR, FAR, -FAR)
+
+
+def _audit_params(scale: float) -> dict:
+    return {"tau": scale, "batch_size": _AUDIT_BATCH, "clip": 1.0,
+            "proposal_std": _AUDIT_PROPOSAL, "mode": "random-walk"}
+
+
+def _audit_tapped(model, p, noise=None):
+    return tapped_minibatch_penalty(model, p["tau"], p["batch_size"], p["clip"],
+                                    jnp.asarray(p["proposal_std"]), p["mode"], noise=noise)
+
+
+def _audit_statistic(taps, p, n):
+    # −Σ_t log[(1 − q) + q φ(y_t; m_t − Δ_t, σ_t)/φ(y_t; m_t, σ_t)]: the log likelihood ratio
+    # D vs D' (the design model is untempered, T = 1). Public quantities only: θ, θ', σ.
+    b = p["batch_size"]
+    k = n / b
+    r = p["clip"] * (taps["theta_new"] - taps["theta"])[..., 0]
+    m = k * b * r
+    shift = 2.0 * k * r + 2.0 * k * k * r * r * (b - 1) / b
+    sigma = taps["llr_sigma"]
+    positive = sigma > 0
+    safe = jnp.where(positive, sigma, 1.0)
+    log_lr = (-2.0 * shift * (taps["llr"] - m) - shift * shift) / (2.0 * safe * safe)
+    return -jnp.sum(jnp.where(positive, log_mixture_ratio(log_lr, b / n), 0.0))
+
+
 SPEC = AlgorithmSpec("minibatch-penalty", True, _prepare, _build, SUBSAMPLED,
                      releases=ReleaseSpec(SUBSAMPLED_GAUSSIAN, ("tau", "batch_size"), _releases),
-                     audit="minibatch-penalty")
+                     audit=AuditEntry("minibatch-penalty", 5, _audit_params, _audit_design,
+                                      _audit_tapped, _audit_statistic, last_draw),
+                     adaptation=RANDOM_WALK, noise_lines=_noise_lines)

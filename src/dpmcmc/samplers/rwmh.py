@@ -12,6 +12,7 @@ likelihood is not finite (docs/nonfinite.md).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -21,7 +22,9 @@ from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._penalty import mh_accept
 from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum
 from dpmcmc.accounting._checks import check_per_dim, check_positive
+from dpmcmc.samplers._defaults import PublicScale
 from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.samplers._warmup import RANDOM_WALK
 from dpmcmc.samplers._types import Info, Kernel
 
 Array = Any
@@ -111,5 +114,17 @@ def _build(model, p: dict, noise=None) -> Kernel:
     return build_rwmh(model, p["proposal_std"], p["clip"])
 
 
+def random_walk_scale(s: PublicScale) -> list:
+    """Proposal sds ``2.38 s₀/√D`` per coordinate (Roberts, Gelman & Gilks' scaling: the proposal
+    has length ≈ 2.38 s₀, s₀ the smallest posterior sd the declared bounds allow)."""
+    return [2.38 * s.scale / math.sqrt(s.dim)] * s.dim
+
+
+def _defaults(s: PublicScale) -> dict:
+    # The non-private baseline gets DP penalty's proposal, for checks side by side.
+    return {"proposal_std": random_walk_scale(s)}
+
+
 #: Random-walk Metropolis–Hastings: NON-private baseline, full-data passes.
-SPEC = AlgorithmSpec("rwmh", False, _prepare, _build, FULL)
+SPEC = AlgorithmSpec("rwmh", False, _prepare, _build, FULL, adaptation=RANDOM_WALK,
+                     defaults=_defaults)

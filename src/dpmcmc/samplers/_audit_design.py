@@ -1,4 +1,8 @@
-"""Worst-case neighbouring data sets and the per-algorithm audit entries.
+"""The audit card of an algorithm: worst-case neighbouring designs, shared by the algorithms.
+
+Each private algorithm's ``SPEC.audit`` is an :class:`AuditEntry` built in its own module from
+the designs and statistics here; :mod:`dpmcmc.audit` runs it (its engine and tests), so the
+audit of an algorithm is part of its card and no table is keyed by algorithm name.
 
 The far-row design
 ------------------
@@ -67,16 +71,13 @@ release leaks, so auditing against it could not flag the miscalibrated variants.
 
 Adding an algorithm
 -------------------
-One :class:`AuditEntry` in ``_ENTRIES``, named by the algorithm's spec (``SPEC.audit``);
-:data:`AUDITS` maps every registered algorithm to the entry its spec names. A new sampler must
-provide (see docs/audit.md): its tapped core (``tapped_<algorithm>(...) -> TappedKernel``, whose
-``transition(key, state, data)`` returns ``(state, info, taps)`` with the released noisy values
-and their queries,
-and whose ``kernel()`` is what the public builder returns), noise drawn through
+Give its ``SPEC`` an ``audit=AuditEntry(...)`` (see docs/audit.md): its tapped core
+(``tapped_<algorithm>(...) -> TappedKernel``, whose ``transition(key, state, data)`` returns
+``(state, info, taps)`` with the released noisy values and their queries, and whose ``kernel()``
+is what the public builder returns), noise drawn through
 :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` and clipping through
-:mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), a ``SPEC`` with its release
-declaration and the key of its audit entry; the entry supplies worst-case parameters as a function
-of one noise scale, the tapped kernel's construction, and the two statistics.
+:mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), worst-case parameters as a
+function of one noise scale, a design from this module, and the two statistics.
 """
 from __future__ import annotations
 
@@ -86,18 +87,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS as SAMPLERS
-from dpmcmc.samplers.barker import tapped_dp_barker
-from dpmcmc.samplers.dp_hmc import tapped_dp_hmc
-from dpmcmc.samplers.dp_penalty import tapped_dp_penalty
-from dpmcmc.samplers.dp_sgld import tapped_dp_sgld
-from dpmcmc.samplers.dp_sgnht import tapped_dp_sgnht
-from dpmcmc.samplers.minibatch_penalty import tapped_minibatch_penalty
 
 Array = Any
 
-__all__ = ["AuditDesign", "AuditEntry", "AUDITS", "far_row_design", "one_sided_design", "FAR",
-           "DESIGN_N", "SUBSAMPLED_N"]
+__all__ = ["AuditDesign", "AuditEntry", "far_row_design", "one_sided_design",
+           "cancelling_design", "llr_statistic", "last_draw", "log_mixture_ratio", "FAR",
+           "DESIGN_N", "SUBSAMPLED_N", "MAX_DESIGN_ROWS"]
 
 #: Distance of every record from the origin (in units where every clip bound is 1).
 FAR = 20.0
@@ -157,7 +152,7 @@ class AuditEntry(NamedTuple):
     Attributes
     ----------
     algorithm : str
-        Name in :data:`dpmcmc.samplers.ALGORITHMS` and :data:`dpmcmc.accounting.ALGORITHMS`.
+        Name in :data:`dpmcmc.samplers.ALGORITHMS` (the spec that carries this entry).
     iterations : int
         Default iterations per run.
     params : callable
@@ -196,7 +191,7 @@ class AuditEntry(NamedTuple):
     max_scale: Optional[float] = None
 
 
-def _llr_term(taps: dict, clip: float) -> Array:
+def llr_statistic(taps: dict, clip: float) -> Array:
     """Σ_i 2 m_i y_i / σ_i² over the log-likelihood-ratio releases of a run.
 
     ``m_i = b_l (θ'_i − θ_i)`` (the mean on D; −m_i on D'). A release made at θ' = θ (σ = 0,
@@ -209,54 +204,9 @@ def _llr_term(taps: dict, clip: float) -> Array:
     return jnp.sum(jnp.where(positive, 2.0 * clip * step * taps["llr"] / (safe * safe), 0.0))
 
 
-def _last_draw(positions: Array) -> Array:
+def last_draw(positions: Array) -> Array:
     return positions[-1, 0]
 
-
-# ---------------------------------------------------------------- dp-penalty
-
-def _penalty_params(scale: float) -> dict:
-    return {"tau": scale, "clip": 1.0, "proposal_std": 0.5, "mode": "random-walk"}
-
-
-def _penalty_tapped(model, p, noise=None):
-    return tapped_dp_penalty(model, p["tau"], p["clip"], jnp.asarray(p["proposal_std"]),
-                             p["mode"], noise=noise)
-
-
-def _penalty_statistic(taps, p, n):
-    return _llr_term(taps, p["clip"])
-
-
-# ---------------------------------------------------------------- dp-hmc
-
-# τ_g = 2 τ_l: with L = 3 and 2 iterations the 8 gradient releases and the 2 ratio releases
-# carry equal shares of the total μ, so the audit exercises both paths.
-_HMC_LEAPFROG = 3
-
-
-def _hmc_params(scale: float) -> dict:
-    return {"tau_l": scale, "tau_g": 2.0 * scale, "clip": 1.0, "grad_clip": 1.0,
-            "step_size": 0.2, "leapfrog_steps": _HMC_LEAPFROG}
-
-
-def _hmc_tapped(model, p, noise=None):
-    return tapped_dp_hmc(model, p["tau_l"], p["tau_g"], p["clip"], p["grad_clip"],
-                         p["step_size"], p["leapfrog_steps"], jnp.asarray(p["mass"]),
-                         jitter=p["jitter"], grad_method=p["grad_method"],
-                         grad_dtype=p["grad_dtype"], noise=noise)
-
-
-def _hmc_statistic(taps, p, n):
-    # Gradient releases: mean +b_g on D, −b_g on D', σ_g of the release event the accountant
-    # composes and the kernel draws from.
-    _, grad_release = SAMPLERS["dp-hmc"].events(n, p)
-    sigma_g = grad_release.noise_std(p["grad_clip"])
-    grad = 2.0 * p["grad_clip"] * jnp.sum(taps["grad_sum"][..., 0]) / (sigma_g * sigma_g)
-    return _llr_term(taps, p["clip"]) + grad
-
-
-# ---------------------------------------------------------------- subsampled samplers
 
 #: Records per data set in the one-sided (subsampled) designs.
 SUBSAMPLED_N = 10
@@ -288,104 +238,11 @@ def one_sided_design(n: int, others: float, differing: float, differing_prime: f
     return AuditDesign(model, data, data_prime, jnp.zeros((1,), dtype))
 
 
-def _log_mixture_ratio(log_lr: Array, q: float) -> Array:
+def log_mixture_ratio(log_lr: Array, q: float) -> Array:
     """``log((1 − q) + q·exp(log_lr))`` elementwise, stably (q = 1 gives ``log_lr``)."""
     if q >= 1.0:
         return log_lr
     return jnp.logaddexp(np.log1p(-q), np.log(q) + log_lr)
-
-
-# ---------------------------------------------------------------- dp-sgld, dp-sgnht
-
-# n = 10, b = 2 (q = 0.2), 3 iterations: the shared records at −FAR clip to −C, the differing
-# record (+FAR in D, −FAR in D') to ±C, so a release is N(−bC, σ²) on D' and
-# (1 − q)N(−bC, σ²) + qN(−bC + 2C, σ²) on D: the accountant's dominating pair. The step size
-# keeps θ within a few units of 0 over a run (every gradient stays clipped).
-_SGD_BATCH = 2
-_SGD_STEP = 0.05
-
-
-def _sgd_design(scale: float = 1.0) -> AuditDesign:
-    return one_sided_design(SUBSAMPLED_N, -FAR, FAR, -FAR)
-
-
-def _sgld_params(scale: float) -> dict:
-    return {"noise_multiplier": scale, "batch_size": _SGD_BATCH, "grad_clip": 1.0,
-            "step_size": _SGD_STEP}
-
-
-def _sgnht_params(scale: float) -> dict:
-    return {**_sgld_params(scale), "friction": 1.0}
-
-
-def _sgld_tapped(model, p, noise=None):
-    return tapped_dp_sgld(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
-                          p["grad_clip"], grad_method=p["grad_method"], block_size=p["block_size"],
-                          noise=noise)
-
-
-def _sgnht_tapped(model, p, noise=None):
-    return tapped_dp_sgnht(model, p["step_size"], p["batch_size"], p["noise_multiplier"],
-                           p["grad_clip"], p["friction"], grad_method=p["grad_method"],
-                           block_size=p["block_size"], noise=noise)
-
-
-def _sgd_statistic(taps, p, n):
-    # Σ_t log[(1 − q) + q φ(y_t; 2C, σ)/φ(y_t; 0, σ)], y_t = released sum + bC: the log
-    # likelihood ratio of the whole transcript (D vs D'), computed in the release's dtype.
-    clip, b = p["grad_clip"], p["batch_size"]
-    y = taps["grad_sum"][..., 0] + b * clip
-    sigma = taps["grad_sigma"]
-    log_lr = (2.0 * clip * y - 2.0 * clip * clip) / (sigma * sigma)
-    return jnp.sum(_log_mixture_ratio(log_lr, b / n))
-
-
-# ---------------------------------------------------------------- minibatch-penalty
-
-# All shared records at +FAR: for a proposal θ' > θ every shared ratio is +c₀ = L(θ' − θ) and
-# the differing record (+FAR in D, −FAR in D') moves the released λ_B − σ_b²/2 by exactly the
-# sensitivity c (the attaining case of the module docstring of minibatch_penalty); for θ' < θ
-# the move is Δ = 2kr + 2k²r²(b − 1)/b with r = L(θ' − θ) < 0, |Δ| = c(1 − a)/(1 + a) with
-# a = k|r|(b − 1)/b. A small proposal keeps a ≈ 0.04, so |Δ| ≈ 0.93 c. On D every batch is
-# the same (mean m = kbr); on D' the batches holding the record are shifted to m − Δ.
-_MBP_BATCH = 2
-_MBP_PROPOSAL = 0.02
-
-
-def _mbp_design(scale: float = 1.0) -> AuditDesign:
-    return one_sided_design(SUBSAMPLED_N, FAR, FAR, -FAR)
-
-
-def _mbp_params(scale: float) -> dict:
-    return {"tau": scale, "batch_size": _MBP_BATCH, "clip": 1.0, "proposal_std": _MBP_PROPOSAL,
-            "mode": "random-walk"}
-
-
-def _mbp_tapped(model, p, noise=None):
-    return tapped_minibatch_penalty(model, p["tau"], p["batch_size"], p["clip"],
-                                    jnp.asarray(p["proposal_std"]), p["mode"], noise=noise)
-
-
-def _mbp_statistic(taps, p, n):
-    # −Σ_t log[(1 − q) + q φ(y_t; m_t − Δ_t, σ_t)/φ(y_t; m_t, σ_t)]: the log likelihood ratio
-    # D vs D' (the design model is untempered, T = 1). Public quantities only: θ, θ', σ.
-    b = p["batch_size"]
-    k = n / b
-    r = p["clip"] * (taps["theta_new"] - taps["theta"])[..., 0]
-    m = k * b * r
-    shift = 2.0 * k * r + 2.0 * k * k * r * r * (b - 1) / b
-    sigma = taps["llr_sigma"]
-    positive = sigma > 0
-    safe = jnp.where(positive, sigma, 1.0)
-    log_lr = (-2.0 * shift * (taps["llr"] - m) - shift * shift) / (2.0 * safe * safe)
-    return -jnp.sum(jnp.where(positive, _log_mixture_ratio(log_lr, b / n), 0.0))
-
-
-# ---------------------------------------------------------------- dp-barker
-
-# Proposal scale 1: a step shorter than c/FAR (c = 1/√b) would leave a ratio unclipped; with
-# this scale that happens in well under 1 % of iterations (reported as all_clipped < 1).
-_BARKER_PROPOSAL = 1.0
 
 
 # The largest data set (rows) a design may have. DP Barker's noise is fixed, so the claimed ε
@@ -394,7 +251,9 @@ _BARKER_PROPOSAL = 1.0
 MAX_DESIGN_ROWS = 4096
 
 
-def _barker_design(scale: float) -> AuditDesign:
+def cancelling_design(scale: float) -> AuditDesign:
+    """DP Barker's cancelling full-batch design: ``2·scale`` records, half at +FAR (the differing
+    one among them) and half at −FAR in D; D' moves the differing record to −FAR."""
     half = int(scale)
     dtype = jnp.asarray(0.0).dtype
     model = Model(log_likelihood=_log_likelihood, log_prior=_log_prior, dim=1,
@@ -403,46 +262,3 @@ def _barker_design(scale: float) -> AuditDesign:
     data = jnp.asarray(np.array(shared + [FAR])[:, None], dtype=dtype)
     data_prime = jnp.asarray(np.array(shared + [-FAR])[:, None], dtype=dtype)
     return AuditDesign(model, data, data_prime, jnp.zeros((1,), dtype))
-
-
-def _barker_params(scale: float) -> dict:
-    # n = b (q = 1), n0 = n: the clip bound √b/n₀ = 1/√b.
-    return {"batch_size": 2 * int(scale), "proposal_std": _BARKER_PROPOSAL, "mode": "random-walk"}
-
-
-def _barker_tapped(model, p, noise=None):
-    return tapped_dp_barker(model, p["batch_size"], p["n0"], jnp.asarray(p["proposal_std"]),
-                            p["mode"], noise=noise)
-
-
-def _barker_statistic(taps, p, n):
-    # Σ_t log φ(y; 0, 1) − log φ(y; m', v'): D releases N(0, 1), D' releases
-    # N(−2 sign(θ' − θ)/√b, 1 + 4/b²) (module docstring). Public quantities only.
-    b = p["batch_size"]
-    y = taps["delta"]
-    sign = jnp.sign((taps["theta_new"] - taps["theta"])[..., 0])
-    m_prime = -2.0 * sign / np.sqrt(b)
-    v_prime = 1.0 + 4.0 / (b * b)
-    log_lr = -0.5 * y * y + 0.5 * (y - m_prime) ** 2 / v_prime + 0.5 * np.log(v_prime)
-    return jnp.sum(log_lr)
-
-
-_ENTRIES: dict[str, AuditEntry] = {
-    "dp-barker": AuditEntry("dp-barker", 8, _barker_params, _barker_design, _barker_tapped,
-                            _barker_statistic, _last_draw, integer_scale=True,
-                            max_scale=MAX_DESIGN_ROWS // 2),
-    "dp-penalty": AuditEntry("dp-penalty", 5, _penalty_params, far_row_design, _penalty_tapped,
-                             _penalty_statistic, _last_draw),
-    "dp-hmc": AuditEntry("dp-hmc", 2, _hmc_params, far_row_design, _hmc_tapped, _hmc_statistic,
-                         _last_draw),
-    "dp-sgld": AuditEntry("dp-sgld", 3, _sgld_params, _sgd_design, _sgld_tapped, _sgd_statistic,
-                          _last_draw),
-    "dp-sgnht": AuditEntry("dp-sgnht", 3, _sgnht_params, _sgd_design, _sgnht_tapped,
-                           _sgd_statistic, _last_draw),
-    "minibatch-penalty": AuditEntry("minibatch-penalty", 5, _mbp_params, _mbp_design, _mbp_tapped,
-                                    _mbp_statistic, _last_draw),
-}
-
-#: The audit entry of every registered algorithm whose spec names one (``SPEC.audit``).
-AUDITS: dict[str, AuditEntry] = {name: _ENTRIES[spec.audit] for name, spec in SAMPLERS.items()
-                                 if spec.audit is not None}
