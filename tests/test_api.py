@@ -38,14 +38,14 @@ def test_key_none_draws_os_entropy_and_no_fixed_seed(monkeypatch):
     for _ in range(3):
         with pytest.raises(Captured):
             dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=5,
-                          progress=False, **valid_params("dp-penalty"))
+                          progress=False, **valid_params("dp-penalty"), force=True)
     assert len(calls) == 3
     # Three 64-bit keys from the OS: equal ones would have probability ~3 * 2^-64.
     assert len({k.tobytes() for k in keys}) == 3
     # A given key is used as is, so runs are reproducible on request.
     with pytest.raises(Captured):
         dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=5,
-                      progress=False, key=jax.random.key(3), **valid_params("dp-penalty"))
+                      progress=False, key=jax.random.key(3), **valid_params("dp-penalty"), force=True)
     assert len(calls) == 3
 
 
@@ -84,6 +84,7 @@ def nan_region_model():
 def test_mid_chain_nan_is_a_counted_rejection(algorithm, params):
     data = gaussian_data(40) * 0.1 + np.array([1.2, 0.0])
     budget = dict(delta=1e-3) if algorithm.startswith("dp-") else {}
+    budget = dict(budget, force=True) if budget else budget  # large steps by design: force
     res = dpmcmc.sample(nan_region_model(), data, algorithm, **budget, iterations=60, chains=2,
                         theta0=np.array([1.2, 0.0]), key=jax.random.key(11), progress=False, **params)
     # Never propagated into the draws, and no draw ever enters the NaN region.
@@ -104,7 +105,7 @@ def test_mid_chain_nan_is_a_counted_rejection(algorithm, params):
 
 def test_result_parts_and_report():
     res = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", epsilon=30.0, delta=1e-3,
-                        chains=2, key=jax.random.key(0), progress=False, **valid_params("dp-penalty"))
+                        chains=2, key=jax.random.key(0), progress=False, **valid_params("dp-penalty"), force=True)
     assert res.samples.shape == (2, res.privacy.iterations, 2)
     assert res.privacy.epsilon <= 30.0 and res.privacy.chains == 2
     # The budget buys exactly this many iterations: one more would overspend.

@@ -26,7 +26,7 @@ class Interrupt(Exception):
 
 def call(path=None, **overrides):
     args = dict(model=gaussian_model(), data=gaussian_data(), algorithm="dp-penalty", delta=1e-3,
-                iterations=ITERATIONS, chains=2, progress=False, **PARAMS)
+                iterations=ITERATIONS, chains=2, progress=False, force=True, **PARAMS)
     if path is not None:
         args.update(checkpoint=str(path), checkpoint_every=5)
     args.update(overrides)

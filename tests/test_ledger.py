@@ -2,6 +2,7 @@
 import json
 import multiprocessing as mp
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -144,3 +145,81 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
     assert not os.path.exists(tmp_path / "r2.nc")
     shown = json.loads(runner.invoke(app, ["ledger", "show", str(led_path), "--json"]).stdout)
     assert len(shown["runs"]) == 2 and shown["spent"][0] == pytest.approx(2 * res.privacy.epsilon)
+
+
+# ----------------------------------------------------------------------- keys and the ledger
+
+def _tiny_table(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 10, n)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(x - 5) / 2))).astype(int)
+    return pd.DataFrame({"x": x, "y": np.where(y == 1, "yes", "no")})
+
+
+_TINY_BOUNDS = {"x": [0, 10], "y": {"categories": ["no", "yes"]}}
+
+
+def test_a_key_the_ledger_has_charged_is_refused_before_any_noise(tmp_path, monkeypatch):
+    # Issue 33: the same key at another ε gives the same underlying noise, rescaled; 2·run₂ −
+    # run₁ cancels it. The ledger keeps a keyed hash of every key it charged and refuses a
+    # repeat before any noise, on the table path and the sampler path alike.
+    from dpmcmc.samplers import noise_aware_glm
+
+    ledger = dpmcmc.Ledger(tmp_path / "l.json", total_epsilon=100.0, total_delta=1e-3)
+    df = _tiny_table()
+    kw = dict(target="y", bounds=_TINY_BOUNDS, delta=1e-6, ledger=ledger, draws=10, chains=1)
+    dpmcmc.glm(df, "logistic", epsilon=1.0, key=jax.random.key(5), **kw)
+    fits = []
+    monkeypatch.setattr(noise_aware_glm, "fit", lambda *a, **k: fits.append(1))
+    with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
+        dpmcmc.glm(df, "logistic", epsilon=2.0, key=jax.random.key(5), **kw)
+    with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
+        dpmcmc.glm(df, "logistic", epsilon=2.0, key=5, **kw)   # the same seed as an int
+    assert fits == [] and len(ledger.runs) == 1                # refused: no noise, no charge
+    # The file stores hashes, never the key.
+    text = (tmp_path / "l.json").read_text()
+    words = np.asarray(jax.random.key_data(jax.random.key(5))).tolist()
+    assert str(words) not in text and len(json.loads(text)["keys"]) == 1
+    # A fresh key, or none, is accepted.
+    monkeypatch.undo()
+    dpmcmc.glm(df, "logistic", epsilon=1.0, key=jax.random.key(6), **kw)
+    dpmcmc.glm(df, "logistic", epsilon=1.0, **kw)
+    assert len(ledger.runs) == 3 and len(json.loads((tmp_path / "l.json").read_text())["keys"]) == 2
+
+
+def test_a_user_key_without_a_ledger_warns_in_plain_words(tmp_path):
+    df = _tiny_table()
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=1.0, delta=1e-6, draws=10, chains=1)
+    with pytest.warns(dpmcmc.KeyReuseWarning, match="repeats that noise.*voids the privacy guarantee"):
+        dpmcmc.glm(df, "logistic", key=jax.random.key(1), **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpmcmc.KeyReuseWarning)
+        dpmcmc.glm(df, "logistic", **kw)                                   # OS entropy
+        dpmcmc.glm(df, "logistic", secure=True, key=jax.random.key(1), **kw)  # noise from a fresh secret
+        ledger = dpmcmc.Ledger(tmp_path / "l.json", total_epsilon=10.0, total_delta=1e-3)
+        dpmcmc.glm(df, "logistic", key=jax.random.key(2), ledger=ledger, **kw)  # the ledger guards
+
+
+def test_secure_mode_reaches_the_default_algorithm():
+    df = _tiny_table()
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=1.0, delta=1e-6, draws=10, chains=1)
+    res = dpmcmc.glm(df, "logistic", secure=True, **kw)
+    assert res.secure and res.algorithm == "noise-aware-glm"
+    # The noise comes from the secret, not the key: one key, two secrets, two outcomes.
+    from dpmcmc.secure import secure_key
+
+    a = dpmcmc.glm(df, "logistic", secure=secure_key(1), key=jax.random.key(3), **kw)
+    b = dpmcmc.glm(df, "logistic", secure=secure_key(2), key=jax.random.key(3), **kw)
+    assert not np.array_equal(a.samples, b.samples)
+
+
+def test_sampler_path_refuses_a_charged_key(tmp_path):
+    ledger = dpmcmc.Ledger(tmp_path / "s.json", total_epsilon=1e6, total_delta=0.5)
+    model = dpmcmc.Model(lambda t, x: -0.5 * jnp.sum((x - t) ** 2), lambda t: -0.5 * jnp.sum(t ** 2), 1)
+    data = np.zeros((50, 1))
+    kw = dict(delta=1e-3, iterations=2, chains=1, progress=False, force=True, ledger=ledger,
+              tau=0.5, clip=1.0, proposal_std=0.1)
+    dpmcmc.sample(model, data, "dp-penalty", key=jax.random.key(9), **kw)
+    with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
+        dpmcmc.sample(model, data, "dp-penalty", key=jax.random.key(9), **dict(kw, iterations=3))
+    assert len(ledger.runs) == 1

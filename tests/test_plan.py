@@ -60,22 +60,44 @@ def test_penalty_noise_figure_is_the_mechanism_s():
     assert abs(rate - expected) < 5 * math.sqrt(expected * (1 - expected) / 8000), (rate, expected)
 
 
-def test_sample_attaches_the_plan_and_warns_before_any_noise():
+def test_sample_refuses_a_plan_that_cannot_move_unless_forced():
     model = _flat_model(2)
     data = np.zeros((10_000, 1))
     called = []
+    with pytest.raises(dpmcmc.PlanRefused, match="cannot move.*force=True"):
+        dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
+                      _on_chunk=called.append, **README_HMC)
+    assert called == []  # refused before the first chunk ran
     with warnings.catch_warnings():
         warnings.simplefilter("error", dpmcmc.PlanWarning)
         with pytest.raises(dpmcmc.PlanWarning, match="cannot move"):
             dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
-                          _on_chunk=called.append, **README_HMC)
+                          force=True, _on_chunk=called.append, **README_HMC)
     assert called == []  # the warning came before the first chunk ran
     with pytest.warns(dpmcmc.PlanWarning):
         res = dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
-                            **README_HMC)
+                            force=True, **README_HMC)
     assert res.plan.to_dict() == dpmcmc.plan(model, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1,
-                                             **README_HMC).to_dict()
+                                             force=True, **README_HMC).to_dict()
+    assert res.plan.blocking and set(res.plan.blocking) <= set(res.plan.warnings)
     assert res.samples.shape[1] == res.plan.iterations == res.privacy.iterations
+
+
+def test_delta_of_at_least_one_over_n_is_refused_unless_forced():
+    kw = dict(tau=0.1, clip=1.0, proposal_std=0.01, iterations=5)
+    with pytest.raises(ValueError, match="delta=0.001 is at least 1/n"):
+        dpmcmc.plan(1, 1000, "dp-penalty", delta=1e-3, **kw)
+    assert dpmcmc.plan(1, 1000, "dp-penalty", delta=1e-3, force=True, **kw).delta == 1e-3
+    assert dpmcmc.plan(1, 1000, "dp-penalty", delta=0.999e-3, **kw).delta == 0.999e-3
+
+
+def test_large_epsilon_warns():
+    p = dpmcmc.plan(1, 100_000, "dp-penalty", epsilon=50.0, delta=1e-6, tau=0.1, clip=1.0,
+                    proposal_std=0.001)
+    assert any("above 10" in w for w in p.warnings) and not p.blocking
+    assert not any("above 10" in w for w in dpmcmc.plan(
+        1, 100_000, "dp-penalty", epsilon=10.0, delta=1e-6, tau=0.1, clip=1.0,
+        proposal_std=0.001).warnings)
 
 
 def test_a_run_length_the_user_fixed_is_not_warned_about():
@@ -163,3 +185,26 @@ def test_glm_result_carries_its_plan():
     assert p.noise[0].noise_sd == pytest.approx(res.params["grad_noise_sd"][-1])
     assert p.noise[0].ratio == pytest.approx(res.params["grad_noise_sd"][-1] ** 2)
     assert p.epsilon_spent == pytest.approx(res.privacy.epsilon)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_plan_and_sample_share_one_planner_in_every_mode(secure):
+    # Issue 33/34: at n = 10⁵, ε = 4 the plan promised a private start while sample(secure=True)
+    # ran from prior draws with more iterations. One planner: what dpmcmc.plan says is what
+    # sample runs, secure or not (the start's noise then comes from the run's secret).
+    from dpmcmc import api
+
+    model = _flat_model(2)
+    data = np.zeros((100_000, 1))
+    kw = dict(epsilon=4.0, delta=1e-6, chains=4, secure=secure, **README_HMC)
+    planned = dpmcmc.plan(model, 100_000, "dp-hmc", **kw)
+    run = api.plan_run(model, data, "dp-hmc", progress=False, force=True, **kw)
+    forced = dpmcmc.plan(model, 100_000, "dp-hmc", force=True, **kw)
+    assert run.plan.to_dict() == forced.to_dict()
+    assert {k: v for k, v in planned.to_dict().items()} == forced.to_dict()
+    assert planned.start.startswith("private") and planned.secure == secure
+    assert run.iterations == planned.iterations and run.private_start == planned.private_start
+    assert run.report == planned.report
+    # theta0 given, and iterations given: no private start, in both modes alike.
+    given = dpmcmc.plan(model, 100_000, "dp-hmc", theta0=np.zeros(2), **kw)
+    assert given.private_start is None and given.iterations > planned.iterations

@@ -48,7 +48,7 @@ def run(algorithm, data, key=0, iterations=ITERATIONS, **extra):
     budget = dict(delta=1e-3) if ALGORITHMS[algorithm].private else {}
     return dpmcmc.sample(gaussian_model(), data, algorithm, iterations=iterations, chains=2,
                          theta0=np.zeros(2), key=jax.random.key(key), progress=False, **budget,
-                         **valid_params(algorithm), **extra)
+                         **valid_params(algorithm), force=True, **extra)
 
 
 @functools.lru_cache(maxsize=None)

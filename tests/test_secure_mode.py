@@ -101,7 +101,7 @@ def test_every_noise_draw_is_secure(algorithm, monkeypatch):
     params = valid_params(algorithm)
     res = dpmcmc.sample(gaussian_model(), gaussian_data(), algorithm, delta=1e-3,
                         iterations=iterations, chains=1, key=jax.random.key(0), progress=False,
-                        secure=secure_key(3), **params)
+                        secure=secure_key(3), force=True, **params)
     jax.effects_barrier()
     per_iteration = sum(r.per_iteration for r in accounting.releases(
         algorithm, 60, **ALGORITHMS[algorithm].accounting_params(ALGORITHMS[algorithm].prepare(params, gaussian_model(), 60))))
@@ -115,7 +115,7 @@ def test_every_noise_draw_is_secure(algorithm, monkeypatch):
 def test_default_mode_never_reaches_the_secure_generator(monkeypatch):
     count = count_secure_draws(monkeypatch)
     res = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=3,
-                        chains=1, key=jax.random.key(0), progress=False, **valid_params("dp-penalty"))
+                        chains=1, key=jax.random.key(0), progress=False, **valid_params("dp-penalty"), force=True)
     jax.effects_barrier()
     assert not count and res.secure is False
 
@@ -123,12 +123,12 @@ def test_default_mode_never_reaches_the_secure_generator(monkeypatch):
 def test_secure_argument_and_key_kinds():
     with pytest.raises(TypeError, match="secure"):
         dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=3,
-                      secure="yes", progress=False, **valid_params("dp-penalty"))
+                      secure="yes", progress=False, **valid_params("dp-penalty"), force=True)
     # A batch of secure keys is not one key.
     from dpmcmc.secure import secure_split
     with pytest.raises(TypeError):
         dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=3,
-                      secure=secure_split(secure_key(1), 2), progress=False, **valid_params("dp-penalty"))
+                      secure=secure_split(secure_key(1), 2), progress=False, **valid_params("dp-penalty"), force=True)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def penalty_runs():
     def run(secure):
         return dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3,
                              iterations=40, chains=2, key=jax.random.key(7), progress=False,
-                             secure=secure, **valid_params("dp-penalty")).samples
+                             secure=secure, **valid_params("dp-penalty"), force=True).samples
     return {
         "default": run(False),
         "A": run(secure_key(11)),

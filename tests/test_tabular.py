@@ -351,6 +351,10 @@ def test_cli_sample_round_trip(files, name):
     assert r.exit_code == 0, r.output
     assert "-DP under the substitute neighbouring relation" in r.output   # the privacy report
     assert "student[Yes]" in r.output and "mean" in r.output              # the summary
+    # Terms in declared order, intercept first, with R-hat and ESS of the released draws.
+    table = r.output[r.output.index("Posterior (released draws"):]
+    rows = [line.split()[0] for line in table.splitlines()[2:6]]
+    assert rows == list(NAMES) and "r_hat" in table and "ess_bulk" in table
     assert "NON-PRIVATE" not in r.output and "clip_fraction" not in r.output
     import arviz as az
 
@@ -475,5 +479,5 @@ def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     assert res.plan.params["tau"] == pytest.approx(expect["tau"])
     assert res.plan.warmup == res.plan.iterations // 2 > 0
     assert res.samples.shape[1] == res.plan.iterations - res.plan.warmup
-    mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, **kw)
+    mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, force=True, **kw)  # a τ that cannot move
     assert mine.plan.params["tau"] == 0.5 and mine.plan.warmup == 0

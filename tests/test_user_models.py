@@ -321,8 +321,9 @@ def _run(model, x, algo):
     params = dict(KNOWN[algo])
     if ALGORITHMS[algo].private:
         params["delta"] = 1e-3
+    # Tiny data: the chains need not move, only run (force).
     res = dpmcmc.sample(model, x, algo, iterations=ITERS, chains=1, key=jax.random.key(0),
-                        progress=False, **params)
+                        progress=False, force=ALGORITHMS[algo].private, **params)
     s = np.asarray(res.samples)
     assert s.shape == (1, ITERS, model.dim)
     assert np.all(np.isfinite(s))

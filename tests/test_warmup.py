@@ -20,6 +20,8 @@ from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
 from dpmcmc.samplers.dp_sgld import build_dp_sgld
 from dpmcmc.samplers.dp_sgnht import build_dp_sgnht
+from dpmcmc.samplers.barker import build_dp_barker
+from dpmcmc.samplers.minibatch_penalty import build_minibatch_penalty
 
 N, DIM = 500, 2
 MODEL = dpmcmc.Model(lambda t, x: -0.5 * jnp.sum((x - t) ** 2), lambda t: -0.5 * jnp.sum(t ** 2) / 100.0,
@@ -29,12 +31,13 @@ D1 = np.random.default_rng(0).normal(1.0, 1.0, (N, DIM))
 D2 = np.random.default_rng(1).normal(-30.0, 5.0, (N, DIM))
 
 
+@jax.tree_util.register_pytree_node_class  # a pytree like its base (DP Barker jits with it)
 class _DataBlindNoise(NoiseSource):
-    """Releases σ·N(0, 1) whatever the statistic: the release then carries no data."""
+    """Releases N(0, 1) whatever the statistic and its σ (DP Barker's σ = √(C − s²) depends on
+    the batch): the release then carries no data."""
 
     def gaussian(self, key, value, sigma):
-        value = jnp.asarray(value)
-        return jnp.asarray(sigma, jnp.float64) * self.normal(key, value.shape)
+        return self.normal(key, jnp.shape(value))
 
 
 BUILDERS = {
@@ -49,6 +52,12 @@ BUILDERS = {
     "dp-sgnht": (lambda noise, p: build_dp_sgnht(MODEL, p["step_size"], 50, 1.0, 2.0, 1.0,
                                                  noise=noise, precondition=p["precondition"]),
                  {"step_size": 2e-3, "precondition": None}),
+    "minibatch-penalty": (lambda noise, p: build_minibatch_penalty(MODEL, 0.5, 50, 2.0,
+                                                                   p["proposal_std"], noise=noise),
+                          {"proposal_std": jnp.full(DIM, 0.01)}),
+    "dp-barker": (lambda noise, p: build_dp_barker(MODEL, 100, float(N), p["proposal_std"],
+                                                   noise=noise),
+                  {"proposal_std": jnp.full(DIM, 0.05)}),
 }
 
 
@@ -68,18 +77,10 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
             np.asarray(infos.clip_fraction))
 
 
-# dp-sgnht is slow-only here: it adapts through the same adaptation (SPEC.adaptation) as dp-sgld (the
-# preconditioner from the released draws, no accept step), so the dp-sgld case guards that
-# path in the default suite. dp-hmc is slow-only too: what makes the property hold is the
-# shared adaptive_kernel, which hands the adaptation the released accept decision and the
-# released draw only; the dp-penalty case guards its accept-target step adaptation (dual
-# averaging toward a target, as dp-hmc's step size) and the dp-sgld case its per-coordinate
-# diagonal from the released draws (dp-hmc's mass is the same statistic, inverted).
-_ADAPT_SLOW = ("dp-sgnht", "dp-hmc")
-
-
-@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow) if a in _ADAPT_SLOW else a
-                                       for a in sorted(BUILDERS)])
+# Every sampler with an adaptation, in the default suite: the property holds through the shared
+# adaptive_kernel, which hands the adaptation the released accept decision and draw only, but
+# a sampler whose Info carried something else would break it on its own.
+@pytest.mark.parametrize("algorithm", sorted(BUILDERS))
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
     s1, g1, x1, c1 = _adapted_run(algorithm, D1, blind)
@@ -100,7 +101,7 @@ def test_adaptation_reads_released_values_only(algorithm):
         assert not np.array_equal(q1, q2)
 
 
-RW = dict(tau=0.5, clip=5.0, proposal_std=0.5)
+RW = dict(tau=0.5, clip=5.0, proposal_std=0.5, force=True)  # tiny data: force the run
 
 
 def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws(tmp_path):

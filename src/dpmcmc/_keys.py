@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["resolve_key", "as_typed_key", "os_entropy_key", "OSEntropy", "OS_ENTROPY",
-           "KeyReuseWarning", "key_material", "warn_reusable_key"]
+           "KeyReuseWarning", "key_material", "warn_reusable_key", "run_secrets"]
 
 
 # Bits of OS entropy in a default key. A threefry key holds only 64 (an adversary could search
@@ -138,3 +138,24 @@ def warn_reusable_key(what: str, stacklevel: int = 3, ledger: Optional[Any] = No
         "cancel it and voids the privacy guarantee of both. Use each key or seed once, pass a "
         "ledger (it refuses a key it has charged before), or omit it (fresh OS entropy)."),
         stacklevel=stacklevel)
+
+
+def run_secrets(key: Any, secure: Any) -> tuple:
+    """``(run key, secure-mode secret or None, noise keys)`` of a new run.
+
+    ``key`` is the user's typed key or ``None`` (fresh OS entropy); ``secure`` is ``None``
+    (off), :data:`OS_ENTROPY` (a secret drawn from OS entropy for this run alone, never from
+    ``key``) or the user's ``SecureKey``. The noise keys are what fixes the run's privacy noise
+    when the user chose it — the key's raw words, or the secret the user gave — for the ledger
+    to refuse a repeat (and for :func:`warn_reusable_key`); empty when the noise comes from
+    fresh OS entropy.
+    """
+    run_key = resolve_key(key)
+    if secure is OS_ENTROPY:
+        from .secure import secure_key_from_os
+
+        return run_key, secure_key_from_os().words, ()
+    if secure is not None:
+        secret = secure.words
+        return run_key, secret, (np.asarray(secret, dtype=np.uint32).tobytes(),)
+    return run_key, None, (() if key is None else (key_material(run_key),))

@@ -31,11 +31,12 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from .samplers._spec import NoiseLine
 
-__all__ = ["Plan", "PlanWarning", "NoiseLine", "plan"]
+__all__ = ["Plan", "PlanWarning", "PlanRefused", "PrivateStart", "NoiseLine", "plan", "make_plan",
+           "LARGE_EPSILON"]
 
 #: Fewer iterations per chain than this: the chains cannot move away from their start.
 MIN_MOVING_ITERATIONS = 10
@@ -79,6 +80,17 @@ class Plan:
         ``dpmcmc.sample`` as a :class:`PlanWarning`).
     notes : tuple of str
         Advice that does not stop a run (e.g. too few iterations to judge convergence).
+    blocking : tuple of str
+        The warnings that say the chains cannot move at all: ``dpmcmc.sample`` refuses such a
+        plan before spending anything (:class:`PlanRefused`) unless ``force=True``.
+    secure : bool
+        Secure mode (the privacy noise from ChaCha20 under a secret drawn for the run).
+    private_start : PrivateStart or None
+        The private initialisation the run makes before its iterations (its share of μ, the
+        per-record bound, the number of releases); ``None``: none.
+    report : PrivacyReport or None
+        What the run spends, as the accountant composes it (``None`` for a non-private
+        algorithm).
     """
 
     algorithm: str
@@ -97,6 +109,10 @@ class Plan:
     warnings: tuple = ()
     notes: tuple = ()
     start: str = "data-independent"
+    blocking: tuple = ()
+    secure: bool = False
+    private_start: Optional["PrivateStart"] = None
+    report: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -107,11 +123,13 @@ class Plan:
         """The plan as plain JSON-able data."""
         out = {k: getattr(self, k) for k in ("algorithm", "n", "dim", "chains", "epsilon", "delta",
                                              "accountant", "relation", "iterations", "warmup",
-                                             "epsilon_spent", "start")}
+                                             "epsilon_spent", "start", "secure")}
         out["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()}
         out["noise"] = [vars(line).copy() for line in self.noise]
         out["warnings"] = list(self.warnings)
+        out["blocking"] = list(self.blocking)
         out["notes"] = list(self.notes)
+        out["private_start"] = None if self.private_start is None else self.private_start._asdict()
         return out
 
     def __str__(self) -> str:
@@ -121,14 +139,37 @@ class Plan:
             lines.append(f"  budget: {budget}δ = {self.delta:g} ({self.accountant}, {self.relation})")
         spent = "" if self.epsilon_spent is None else f" (spends ε = {self.epsilon_spent:.4g})"
         lines.append(f"  iterations per chain: {self.iterations}{spent}; warm-up: {self.warmup}")
-        lines.append(f"  start: {self.start}")
+        lines.append(f"  start: {self.start}" + ("; secure mode (ChaCha20 noise)" if self.secure else ""))
         for line in self.noise:
             lines.append(f"  noise on the {line.name}: sd {line.noise_sd:.3g}; {line.reference}: {line.ratio:.3g}")
         for text in self.warnings:
-            lines.append(f"  WARNING: {text}")
+            lines.append(f"  {'REFUSED (force=True to run)' if text in self.blocking else 'WARNING'}: {text}")
         for text in self.notes:
             lines.append(f"  note: {text}")
         return "\n".join(lines)
+
+
+class PlanRefused(ValueError):
+    """``dpmcmc.sample`` refused a plan that says the chains cannot move (before any noise or
+    budget): raise the budget or change the configuration, or pass ``force=True``."""
+
+
+class PrivateStart(NamedTuple):
+    """The private initialisation a plan makes before the iterations (public inputs only).
+
+    ``share`` of the budget's μ = gaussian_mu(ε, δ), i.e. ``mu``, spent on ``steps`` clipped
+    gradient sums of per-record bound ``bound`` (:mod:`dpmcmc.samplers.private_init`).
+    """
+
+    share: float
+    mu: float
+    bound: float
+    steps: int
+
+
+#: ε above which a plan warns that the guarantee protects little: an adversary's odds about a
+#: record may grow by e^ε, ×22 000 at ε = 10 (docs/plan.md).
+LARGE_EPSILON = 10.0
 
 
 class _PublicShape:
@@ -140,25 +181,23 @@ class _PublicShape:
         self.dim = dim
 
 
-def _noise_lines(spec, p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
-    return () if spec.noise_lines is None else spec.noise_lines(p, n, dim, temperature)
-
-
-def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_budget: bool
-              ) -> tuple[str, ...]:
-    out = []
+def _warnings(iterations: int, noise: tuple, chains: int, from_budget: bool, epsilon
+              ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(warnings, blocking): plain-words reasons a configuration cannot give a usable posterior;
+    ``blocking`` are those that say the chains cannot move at all."""
+    out, blocking = [], []
     # Only a run length the budget chose is worth a warning: a user who fixed `iterations`
     # (or runs a non-private sampler) asked for exactly that many.
     if from_budget and iterations < MIN_MOVING_ITERATIONS:
-        out.append(f"the budget buys only {iterations} iteration(s) per chain ({chains} chain(s)): the "
-                   "chains cannot move away from their start, and the result is little more than the "
-                   "start. Raise ε, use fewer chains, a larger τ (more noise per release), or "
-                   "--algorithm auto for a GLM.")
+        blocking.append(f"the budget buys only {iterations} iteration(s) per chain ({chains} chain(s)): "
+                        "the chains cannot move away from their start, and the result is little more "
+                        "than the start. Raise ε, use fewer chains, a larger τ (more noise per "
+                        "release), or --algorithm auto for a GLM.")
     for line in noise:
         if line.caps_acceptance and line.ratio < MIN_ACCEPTANCE:
-            out.append(f"the privacy noise on the {line.name} (sd {line.noise_sd:.3g}) caps the acceptance "
-                       f"rate at {line.ratio:.2g}: the chain will almost never move. Use a shorter "
-                       "proposal/trajectory, a smaller τ or clip, or more records.")
+            blocking.append(f"the privacy noise on the {line.name} (sd {line.noise_sd:.3g}) caps the "
+                            f"acceptance rate at {line.ratio:.2g}: the chain will almost never move. Use "
+                            "a shorter proposal/trajectory, a smaller τ or clip, or more records.")
         if line.reference.startswith("over the Langevin noise") and line.ratio > 1.0:
             out.append(f"the privacy noise per step is {line.ratio:.3g}× the Langevin noise: the chain "
                        f"samples a posterior about {math.sqrt(1 + line.ratio ** 2):.3g}× too wide. Use a "
@@ -167,29 +206,11 @@ def _warnings(algorithm: str, iterations: int, noise: tuple, chains: int, from_b
             out.append(f"the gradient noise moves the momentum by {line.ratio:.3g} momentum sds per "
                        "trajectory: trajectories are driven by noise. Use a smaller τ_g, step size or "
                        "grad_clip.")
-    return tuple(out)
-
-
-def _build(algorithm: str, prepared: dict, n: int, dim: int, chains: int, iterations: int,
-           epsilon, delta, report, temperature: float = 1.0, warmup: int = 0,
-           start: str = "data-independent") -> Plan:
-    from .samplers import ALGORITHMS
-
-    spec = ALGORITHMS[algorithm]
-    noise = _noise_lines(spec, prepared, n, dim, float(temperature)) if report is not None else ()
-    return Plan(
-        algorithm=algorithm, n=n, dim=dim, chains=chains,
-        epsilon=None if epsilon is None else float(epsilon),
-        delta=None if delta is None else float(delta),
-        accountant=None if report is None else report.accountant,
-        relation=None if report is None else report.relation,
-        iterations=int(iterations), warmup=int(warmup),
-        epsilon_spent=None if report is None else float(report.epsilon),
-        params=dict(prepared), noise=noise,
-        warnings=_warnings(algorithm, int(iterations), noise, chains, from_budget=epsilon is not None),
-        start=start,
-        notes=_notes(int(iterations)),
-    )
+    if epsilon is not None and epsilon > LARGE_EPSILON:
+        out.append(f"ε = {epsilon:g} is above {LARGE_EPSILON:g}: the guarantee lets an adversary's odds "
+                   f"about any one record grow by up to e^ε ≈ {math.exp(min(epsilon, 700)):.3g}×, which "
+                   "protects little. Choose a smaller ε if the records are sensitive.")
+    return tuple(blocking + out), tuple(blocking)
 
 
 def _notes(iterations: int) -> tuple[str, ...]:
@@ -198,22 +219,7 @@ def _notes(iterations: int) -> tuple[str, ...]:
     return ()
 
 
-def plan(
-    model: Any,
-    n: int,
-    algorithm: str = "dp-hmc",
-    *,
-    epsilon: Optional[float] = None,
-    delta: Optional[float] = None,
-    chains: int = 4,
-    iterations: Optional[int] = None,
-    accountant: Optional[str] = None,
-    relation: str = "substitute",
-    theta0: Any = None,
-    init_share: float = 0.1,
-    init_steps: int = 30,
-    **params: Any,
-) -> Plan:
+def plan(model: Any, n: int, algorithm: str = "dp-hmc", **options: Any) -> Plan:
     """Plan a run of ``dpmcmc.sample`` from public inputs, touching no data.
 
     Parameters
@@ -222,24 +228,26 @@ def plan(
         The model, or just its dimension.
     n : int
         Number of records (public under the replace-one relation).
-    algorithm, epsilon, delta, chains, iterations, accountant, relation, **params
-        As in :func:`dpmcmc.sample`.
-    theta0, init_share, init_steps
-        As in :func:`dpmcmc.sample`: whether the run starts privately (``"private"``, or ``None``
-        where that is the default, :func:`default_private_start`) matters here, since the
-        start's share of the budget is not available to the iterations; any other value stands
-        for starting points the user gives.
+    algorithm : str
+    **options
+        Every keyword argument of :func:`dpmcmc.sample` (``epsilon``, ``delta``, ``chains``,
+        ``iterations``, ``accountant``, ``relation``, ``theta0``, ``init_share``,
+        ``init_steps``, ``warmup``, ``secure``, ``force``, ...) and the sampler's parameters:
+        the plan is the one ``sample`` makes for the same arguments (one planner,
+        :func:`make_plan`), in every mode.
 
     Returns
     -------
     Plan
-        Iterations per chain, the accountant, the noise next to the moves, and warnings.
-        ``print(plan)`` gives a readable block.
+        Iterations per chain, the start, the noise next to the moves, and warnings
+        (``blocking`` ones make ``sample`` refuse without ``force=True``). ``print(plan)`` gives
+        a readable block.
 
     Raises
     ------
     ValueError, TypeError
-        For an invalid argument (named) or a budget too small for one iteration.
+        For an invalid argument (named); :class:`~dpmcmc.accounting.BudgetTooSmall` for a
+        budget too small for one iteration.
 
     Examples
     --------
@@ -249,9 +257,8 @@ def plan(
     >>> p.iterations > 0
     True
     """
-    from .accounting._checks import check_int, check_positive
     from .models.base import Model
-    from .samplers import ALGORITHMS
+    from .request import Request
 
     if isinstance(model, Model):
         shape = model
@@ -259,146 +266,200 @@ def plan(
         shape = _PublicShape(int(model))
     else:
         raise TypeError(f"model must be a dpmcmc.Model or a positive int (the dimension), got {model!r}")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    return make_plan(Request.create(algorithm, **options), n, shape)
+
+
+def make_plan(request, n: int, model: Any, resume: Any = None) -> Plan:
+    """The one planner: a :class:`~dpmcmc.request.Request`, n and the model (or its public
+    shape) in, the :class:`Plan` out — what the run will do, from public inputs only.
+
+    Used by :func:`plan`, ``dpmcmc plan``, :func:`dpmcmc.sample` and :func:`dpmcmc.glm`, so
+    that what is planned is what runs, in every mode (secure included). ``resume`` (a
+    checkpoint's ``SavedRun``) takes the run length and report the first run was accounted
+    with: nothing is accounted, hence spent, again.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the argument: parameters, theta0's shape, δ ≥ 1/n without ``force``, an
+        accountant or relation that does not apply.
+    BudgetTooSmall
+        The budget does not pay for one iteration.
+    """
+    from .accounting._checks import check_int
+
+    spec = request.spec
     n = check_int("n", n, minimum=1)
-    chains = check_int("chains", chains, minimum=1)
-    spec = ALGORITHMS[algorithm]
-    prepared = spec.prepare(dict(params), shape, n)
-    if iterations is not None:
-        iterations = check_int("iterations", iterations, minimum=1)
-    if epsilon is not None:
-        epsilon = check_positive("epsilon", epsilon)
-    report = None
+    prepared = spec.prepare(dict(request.params), model, n)
+    if request.start_given:
+        _check_theta0_shape(request.theta0, request.chains, model.dim)
+    epsilon, delta = request.epsilon, request.delta
+    private_start, report = None, None
     if spec.private:
-        if theta0 is not None and not (isinstance(theta0, str) and theta0 == "private"):
-            theta0 = "given"  # a start the user passes: no private initialisation
-        private, iterations, report = account_start(algorithm, spec, prepared, n, chains, epsilon, delta,
-                                                    iterations, accountant, relation,
-                                                    None if theta0 is None else theta0, False, init_share,
-                                                    init_steps)
-        start = start_label(private, theta0, init_share, init_steps)
+        check_delta(delta, n, request.force)
+        if resume is not None:
+            iterations, report = int(resume.planned), resume.report
+        else:
+            private_start, iterations, report = _account_start(request, spec, prepared, n)
     else:
         if epsilon is not None or delta is not None:
-            raise ValueError(f"algorithm {algorithm!r} is not private: it takes no epsilon/delta")
-        if iterations is None:
-            raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
-        start = start_label(False, theta0, init_share, init_steps)
-    return _build(algorithm, prepared, n, shape.dim, chains, iterations, epsilon, delta, report,
-                  shape.temperature, start=start)
+            raise ValueError(f"algorithm {request.algorithm!r} is not private: it takes no "
+                             "epsilon/delta (use a dp-* algorithm)")
+        if request.iterations is None:
+            raise ValueError(f"iterations is required for the non-private algorithm "
+                             f"{request.algorithm!r}")
+        if request.private_start_asked:
+            raise ValueError(f"theta0='private' applies to the private algorithms, not "
+                             f"{request.algorithm!r}")
+        iterations = request.iterations if resume is None else int(resume.planned)
+    warmup = _resolve_warmup(request.warmup, spec, iterations)
+    noise = ()
+    if report is not None and spec.noise_lines is not None:
+        noise = spec.noise_lines(prepared, n, model.dim, float(model.temperature))
+    warns, blocking = _warnings(int(iterations), noise, request.chains,
+                                from_budget=epsilon is not None and request.iterations is None,
+                                epsilon=epsilon)
+    return Plan(
+        algorithm=request.algorithm, n=n, dim=model.dim, chains=request.chains,
+        epsilon=None if epsilon is None else float(epsilon),
+        delta=None if delta is None else float(delta),
+        accountant=None if report is None else report.accountant,
+        relation=None if report is None else report.relation,
+        iterations=int(iterations), warmup=int(warmup),
+        epsilon_spent=None if report is None else float(report.epsilon),
+        params=dict(prepared), noise=noise, warnings=warns, blocking=blocking,
+        notes=_notes(int(iterations)),
+        start=_start_label(private_start, request) if resume is None else
+        "resumed from a checkpoint (the first run drew its start)",
+        secure=request.secure is not None, private_start=private_start, report=report)
 
 
-def account(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, delta, iterations,
-            accountant, relation: str, init_share=None, init_steps: int = 1):
-    """(iterations per chain, PrivacyReport) of a private run, as ``dpmcmc.sample`` accounts it.
-
-    The run length is the largest the budget buys when ``iterations`` is None; otherwise the
-    report states what the given length spends, which must fit ``epsilon`` when given. With
-    ``init_share`` (``theta0="private"``) that share of gaussian_mu(ε, δ) goes to the start.
-    """
-    from . import accounting
-    from .accounting._checks import check_positive
-
-    if delta is None:
-        raise ValueError(f"delta is required for the private algorithm {algorithm!r}")
-    acct = spec.accounting_params(prepared)
-    steps_kw = {}
-    if init_share is not None:
-        acct = dict(acct, init_mu=init_share * accounting.gaussian_mu(epsilon, delta))
-        steps_kw = {"init_steps": init_steps}
-    if iterations is None:
-        if epsilon is None:
-            raise ValueError("give epsilon (the budget sets the run length) or iterations")
-        epsilon = check_positive("epsilon", epsilon)
-        iterations = accounting.max_iterations(algorithm, epsilon, delta, n, chains=chains,
-                                               accountant=accountant, relation=relation, **acct)
-    report = accounting.spent(algorithm, iterations, delta, n, chains=chains, accountant=accountant,
-                              relation=relation, **acct, **steps_kw)
-    if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
+def check_delta(delta: Optional[float], n: int, force: bool) -> None:
+    """Refuse δ ≥ 1/n unless ``force``: a mechanism that publishes one random record outright
+    meets (ε, δ) with δ = 1/n, so such a δ protects no one."""
+    if delta is not None and delta >= 1.0 / n and not force:
         raise ValueError(
-            f"iterations={iterations} per chain with chains={chains} spends ε={report.epsilon:.6g} "
-            f"at δ={delta:g}, more than epsilon={epsilon:g}; lower iterations or omit it")
+            f"delta={delta:g} is at least 1/n = {1.0 / n:.3g}: a mechanism that publishes one "
+            "random record outright meets (ε, δ) with δ = 1/n, so such a δ protects no one. "
+            "Use δ well below 1/n (e.g. 0.1/n), or force=True")
+
+
+def _check_theta0_shape(theta0, chains: int, dim: int) -> None:
+    if theta0.shape not in ((dim,), (chains, dim)):
+        raise ValueError(f"theta0 must have shape ({dim},) or ({chains}, {dim}) for dim={dim} and "
+                         f"chains={chains}, got {theta0.shape}")
+
+
+def _resolve_warmup(warmup, spec, iterations: int) -> int:
+    from .samplers._warmup import MIN_DIAGONAL_WARMUP
+
+    if warmup == "auto":
+        warmup = iterations // 2
+        if spec.adaptation.target is None and warmup < MIN_DIAGONAL_WARMUP:
+            warmup = 0  # too few draws for a preconditioner: nothing to adapt
+    if warmup >= iterations:
+        raise ValueError(f"warmup={warmup} must be less than the run's {iterations} iterations per "
+                         "chain (warm-up included)")
+    return int(warmup)
+
+
+def _start_label(private_start: Optional[PrivateStart], request) -> str:
+    """The plan's one-line description of where the chains start."""
+    if private_start is not None:
+        return (f"private initialisation ({private_start.share:g} of the budget's μ on "
+                f"{private_start.steps} noisy clipped gradient steps)")
+    if request.start_given:
+        return "given by the user"
+    return "data-independent (prior draws, or zeros without a prior sampler)"
+
+
+def _start_bound(spec, prepared: dict) -> Optional[float]:
+    """The private start's per-record gradient bound: the sampler's ``grad_clip``, else its
+    ``clip`` (a log-likelihood-ratio bound b‖θ′ − θ‖ is a gradient bound b); None: neither."""
+    bound = prepared.get("grad_clip", prepared.get("clip"))
+    return None if bound is None else float(bound)
+
+
+def _composes_start(spec, prepared: dict, accountant) -> bool:
+    """Whether the accountant composes a Gaussian start with the sampler's releases: always
+    for full-data Gaussian releases, under RDP/zCDP for the others."""
+    from .accounting import GAUSSIAN, supported_accountants
+
+    acc = accountant or supported_accountants(spec.name)[0]
+    kinds = {r.kind for r in spec.events(10**6, prepared)}
+    return kinds == {GAUSSIAN} or acc in ("rdp", "rdp-direct", "zcdp")
+
+
+def _account_start(request, spec, prepared: dict, n: int):
+    """``(private_start or None, iterations, report)``: the run's accounting, start decided.
+
+    ``theta0="private"`` asks for the private start (refused, naming the argument, where it does
+    not apply). ``theta0=None`` gets it where it applies — the budget sets the run length
+    (``epsilon`` given, ``iterations`` not), the sampler has a per-record gradient bound and the
+    accountant composes a Gaussian start — unless the budget cannot pay for both the start and
+    one iteration, where the run starts from prior draws (a decision from public inputs).
+    """
+    from .accounting import BudgetTooSmall
+
+    bound = _start_bound(spec, prepared)
+    asked = request.private_start_asked
+    if asked:
+        if request.epsilon is None:
+            raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
+        if bound is None:
+            raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or "
+                             f"clip); {spec.name!r} has none: pass theta0")
+    default = (request.theta0 is None and request.epsilon is not None and request.iterations is None
+               and bound is not None and _composes_start(spec, prepared, request.accountant))
+    if asked or default:
+        from .accounting import gaussian_mu
+
+        start = PrivateStart(request.init_share,
+                             request.init_share * gaussian_mu(request.epsilon, request.delta),
+                             bound, request.init_steps)
+        try:
+            return (start, *_account(request, spec, prepared, n, start))
+        except BudgetTooSmall:
+            if asked:
+                raise
+    return (None, *_account(request, spec, prepared, n, None))
+
+
+def _account(request, spec, prepared: dict, n: int, start: Optional[PrivateStart]):
+    """(iterations per chain, PrivacyReport): the run length is the largest the budget buys when
+    ``iterations`` is None; otherwise the report states what the given length spends, which must
+    fit ``epsilon`` when given. The spec's own release declaration is composed (through the
+    accountant's functions, by the algorithm's name)."""
+    from . import accounting
+
+    if request.delta is None:
+        raise ValueError(f"delta is required for the private algorithm {request.algorithm!r}")
+    acct = spec.accounting_params(prepared)
+    common = dict(chains=request.chains, accountant=request.accountant, relation=request.relation,
+                  **acct)
+    if start is not None:
+        common["init_mu"] = start.mu
+    iterations = request.iterations
+    if iterations is None:
+        if request.epsilon is None:
+            raise ValueError("give epsilon (the budget sets the run length) or iterations")
+        iterations = accounting.max_iterations(spec.name, request.epsilon, request.delta, n,
+                                               **common)
+    report = accounting.spent(spec.name, iterations, request.delta, n,
+                              init_steps=1 if start is None else start.steps, **common)
+    if request.epsilon is not None and report.epsilon > request.epsilon * (1 + 1e-12):
+        raise ValueError(
+            f"iterations={iterations} per chain with chains={request.chains} spends "
+            f"ε={report.epsilon:.6g} at δ={request.delta:g}, more than epsilon={request.epsilon:g}; "
+            "lower iterations or omit it")
     return iterations, report
 
 
-def start_label(private: bool, theta0, init_share: float, init_steps: int) -> str:
-    """The plan's one-line description of where the chains start."""
-    if private:
-        return (f"private initialisation ({init_share:g} of the budget's μ on {init_steps} noisy clipped "
-                "gradient steps)")
-    if theta0 is None:
-        return "data-independent (prior draws, or zeros without a prior sampler)"
-    return "given by the user"
-
-
-def check_private_init(spec, prepared: dict, epsilon, secure_key, share, steps) -> float:
-    """Arguments of ``theta0="private"``, checked before any data value is read; the clip bound.
-
-    Shared by :func:`dpmcmc.sample` and :func:`plan` (the same errors from both).
-    """
-    from .accounting._checks import check_int
-    if not spec.private:
-        raise ValueError(f"theta0='private' applies to the private algorithms, not {spec.name!r}")
-    if epsilon is None:
-        raise ValueError("theta0='private' spends a share of epsilon: give epsilon")
-    if secure_key is not None:
-        raise ValueError("theta0='private' with secure=True is not supported yet: pass theta0")
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
-        raise ValueError(f"init_share must lie in (0, 1), got {share!r}")
-    check_int("init_steps", steps, minimum=1)
-    bound = prepared.get("grad_clip", prepared.get("clip"))
-    if bound is None:
-        raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or clip); "
-                         f"{spec.name!r} has none: pass theta0")
-    return float(bound)
-
-
-def default_private_start(spec, prepared: dict, epsilon, iterations, accountant, secure: bool) -> bool:
-    """Whether ``theta0=None`` means a private start (public inputs only).
-
-    Yes when the budget sets the run length (``epsilon`` given, ``iterations`` not), the sampler
-    is private with a per-record gradient bound (``grad_clip`` or ``clip``), it is not DP Barker,
-    the run is not in secure mode, and the accountant composes a fixed Gaussian start with the
-    sampler's releases: always for the full-data samplers (Gaussian releases), under
-    ``accountant="rdp"``/``"zcdp"`` for the subsampled ones (their PLD does not compose it).
-    Everywhere else ``theta0=None`` keeps its data-independent default, prior draws.
-    """
-    from . import accounting
-
-    if not spec.private or epsilon is None or iterations is not None or secure:
-        return False
-    if prepared.get("grad_clip", prepared.get("clip")) is None:  # DP Barker has no bound
-        return False
-    acc = accountant or accounting.supported_accountants(spec.name)[0]
-    kinds = {r.kind for r in accounting.releases(spec.name, 10**6, **spec.accounting_params(prepared))}
-    return kinds == {accounting.GAUSSIAN} or acc in ("rdp", "rdp-direct", "zcdp")
-
-
-def account_start(algorithm: str, spec, prepared: dict, n: int, chains: int, epsilon, delta,
-                  iterations, accountant, relation: str, theta0, secure: bool, init_share: float,
-                  init_steps: int):
-    """``(private_start, iterations, report)``: the run's accounting with its start decided.
-
-    ``theta0="private"`` asks for the private start (refused, naming the argument, where it does
-    not apply); ``theta0=None`` gets it by :func:`default_private_start`, unless the budget is
-    too small to pay for both the start and one iteration, where the run falls back to prior
-    draws (a decision from public inputs). Shared by :func:`dpmcmc.sample` and :func:`plan`.
-    """
-    explicit = isinstance(theta0, str) and theta0 == "private"
-    private = explicit or (theta0 is None and default_private_start(spec, prepared, epsilon, iterations,
-                                                                    accountant, secure))
-    if private:
-        check_private_init(spec, prepared, epsilon, "secure" if secure else None, init_share, init_steps)
-        try:
-            iterations_, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
-                                          accountant, relation, init_share, init_steps)
-            return True, iterations_, report
-        except ValueError as err:
-            if explicit or "budget too small" not in str(err):
-                raise
-    iterations, report = account(algorithm, spec, prepared, n, chains, epsilon, delta, iterations,
-                                 accountant, relation)
-    return False, iterations, report
+def refuse_if_blocked(p: Plan, force: bool) -> None:
+    """Raise :class:`PlanRefused` for a plan whose chains cannot move, unless ``force``."""
+    if p.blocking and not force:
+        raise PlanRefused(f"{p.algorithm}: refused before any noise is drawn or budget spent: "
+                          + " ".join(p.blocking) + " Pass force=True (--force) to run anyway.")
 
 
 def warn(p: Plan, stacklevel: int = 3) -> None:

@@ -1,14 +1,15 @@
 """``dpmcmc.sample``: validate, account, run, package.
 
-``sample`` is three steps, each usable on its own: :func:`plan_run` validates and accounts the
-call into a frozen :class:`RunPlan` (drawing no noise), :func:`run` runs it, :func:`package`
-turns the draws into a :class:`~dpmcmc.result.Result`. The order matters for privacy: every check on the inputs and the budget happens before the
-first noise draw, and the run length is fixed by the accountant from (ε, δ) alone — never from
-anything computed on the data.
+``sample`` is a :class:`~dpmcmc.request.Request` (the call, validated) and three steps, each
+usable on its own: :func:`prepare` checks the model against the data's shape and plans the run
+with the one planner (:func:`dpmcmc._plan.make_plan`, the same ``dpmcmc.plan`` uses) into a
+frozen :class:`RunPlan` (drawing no noise), :func:`run` runs it, :func:`package` turns the draws
+into a :class:`~dpmcmc.result.Result`. The order matters for privacy: every check on the inputs
+and the budget happens before the first noise draw, and the run length is fixed by the
+accountant from (ε, δ) alone — never from anything computed on the data.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from dataclasses import dataclass, field
@@ -20,12 +21,13 @@ import numpy as np
 
 from . import _checkpoint, _plan
 from ._checkpoint import CheckpointError, SavedRun
-from ._keys import OS_ENTROPY, resolve_key
-from .accounting._checks import check_int, check_positive, check_probability
+from ._keys import OS_ENTROPY
+from ._plan import make_plan, refuse_if_blocked
 from .models.base import Model, check_model
+from .request import Request
 from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
 
-__all__ = ["sample", "plan_run", "run", "package", "RunPlan", "RunOutput", "PrivateInit",
+__all__ = ["sample", "plan_run", "prepare", "run", "package", "RunPlan", "RunOutput",
            "validate_data", "CheckpointError"]
 
 # With a checkpoint and no checkpoint_every, the run is saved about this many times.
@@ -86,34 +88,21 @@ def _check_finite(arr: np.ndarray) -> None:
         raise ValueError("data contains NaN or inf; clean or drop those records before sampling")
 
 
-def _validate_theta0(theta0: Any, chains: int, dim: int) -> np.ndarray:
-    try:
-        arr = np.asarray(theta0, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"theta0 must be a real array of shape ({dim},) or ({chains}, {dim}): {exc}") from None
-    if arr.shape == (dim,):
-        arr = np.broadcast_to(arr, (chains, dim)).copy()
-    elif arr.shape != (chains, dim):
-        raise ValueError(
-            f"theta0 must have shape ({dim},) or ({chains}, {dim}) for dim={dim} and chains={chains}, "
-            f"got {arr.shape}"
-        )
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("theta0 contains NaN or inf")
-    return arr
-
-
-def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: int, n: int,
-                   init_mu: float, bound: float, steps: int) -> np.ndarray:
-    """Starts from :mod:`dpmcmc.samplers.private_init` (float64 noise, from a public point)."""
+def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: int,
+                   start_plan, secret=None) -> np.ndarray:
+    """Starts from :mod:`dpmcmc.samplers.private_init` (float64 noise, from a public point;
+    in secure mode from the run's ChaCha20 secret, like every other release of the run)."""
+    from .samplers._mechanisms import NoiseSource
     from .samplers.private_init import init_plan, private_start, public_point
 
     k_prior, k_init = jax.random.split(key)
     candidates = _default_theta0(model, k_prior, 64) if model.sample_prior is not None else None
     start = public_point(model, candidates)
-    plan = init_plan(n, init_mu, bound, steps)
+    plan = init_plan(data_arr.shape[0], start_plan.mu, start_plan.bound, start_plan.steps)
+    noise = None if secret is None else NoiseSource(jnp.asarray(secret, dtype=jnp.uint32))
     with jax.enable_x64(True):
-        starts, _ = private_start(k_init, model, jnp.asarray(data_arr), jnp.asarray(start), plan, chains)
+        starts, _ = private_start(k_init, model, jnp.asarray(data_arr), jnp.asarray(start), plan,
+                                  chains, noise=noise)
         out = np.asarray(starts, dtype=np.float64)
     if not np.all(np.isfinite(out)):
         # A function of released values only: safe to report.
@@ -158,6 +147,7 @@ def sample(
     init_share: float = 0.1,
     init_steps: int = 30,
     warmup: Any = 0,
+    force: bool = False,
     _on_chunk: Optional[Callable[[Any], None]] = None,
     **params: Any,
 ) -> Result:
@@ -182,21 +172,25 @@ def sample(
         Number of chains; each touches the data, so they compose.
     key : JAX PRNG key, optional
         ``None`` (default) draws a key from OS entropy (``secrets``); there is no fixed default
-        seed. Passing a key makes the run reproducible; a published key (or seed) voids the
-        privacy guarantee, since anyone holding it can regenerate and subtract the noise — unless
-        ``secure`` is on, where the noise does not depend on it.
+        seed. A key you pass fixes the run's privacy noise: the same key on the same or
+        overlapping data gives the same underlying noise in every run, only rescaled, so two
+        such runs can be combined to cancel it and neither guarantee holds. Such a run warns
+        (``KeyReuseWarning``) unless a ``ledger`` is given, which refuses a key it has charged
+        before. A published key voids the guarantee too — unless ``secure`` is on, where the
+        noise does not depend on it.
     theta0 : array_like, shape (dim,) or (chains, dim), or "private", optional
         Starting points. ``"private"``: a private initialisation
         (:mod:`dpmcmc.samplers.private_init`) spends ``init_share`` of the budget's μ on
         ``init_steps`` clipped gradient sums (bound: the sampler's ``grad_clip``, else ``clip``)
         and starts the chains near the posterior mode; the report lists it as its own mechanism
-        and the iterations get the rest. Needs ``epsilon``; not with ``secure`` or DP Barker
-        yet; the subsampled samplers need ``accountant="rdp"``. Default (``None``): the private
+        and the iterations get the rest (in secure mode its noise comes from the run's secret
+        too). Needs ``epsilon`` and a per-record gradient bound (not DP Barker); the subsampled
+        samplers need ``accountant="rdp"``. Default (``None``): the private
         start wherever it applies and the budget sets the run length (``epsilon`` given,
-        ``iterations`` not; see ``dpmcmc._plan.default_private_start``) and the budget can pay
-        for it and one iteration; otherwise independent draws from the prior
-        (``model.sample_prior``), or zeros when the model cannot draw from its prior — all
-        data-independent.
+        ``iterations`` not; see ``dpmcmc.plan``) and the budget can pay
+        for it and one iteration, in plain and secure mode alike; otherwise independent draws
+        from the prior (``model.sample_prior``), or zeros when the model cannot draw from its
+        prior — all data-independent.
     init_share : float, default 0.1
         With ``theta0="private"``: the share of μ = gaussian_mu(ε, δ) the start spends, in (0, 1).
     init_steps : int, default 30
@@ -262,6 +256,11 @@ def sample(
         before the first noise draw, and a run that would take the ledger over its declared
         total is refused (``LedgerError``) before any data value is read by a mechanism. A
         resumed checkpoint is not charged again.
+    force : bool, default False
+        Run even when the plan says the chains cannot move (the budget buys fewer than 10
+        iterations per chain, or the privacy noise caps a penalty test's acceptance below 5 %),
+        which is otherwise refused before anything is spent (:class:`dpmcmc.PlanRefused`), and
+        accept ``delta ≥ 1/n``, which is otherwise refused (such a δ protects no one).
     _on_chunk : callable, optional
         Testing hook, called with the driver's ``RunProgress`` after each chunk (after the
         checkpoint is written). Not for real runs.
@@ -284,26 +283,22 @@ def sample(
     ------
     ValueError, TypeError
         For any invalid argument, naming it, before any noise is drawn.
+    PlanRefused
+        (a ValueError) The plan says the chains cannot move, and ``force`` is off.
     CheckpointError
         (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
-    # Every argument but the hook, as plan_run takes them: this signature is their one definition.
-    arguments = dict(locals())
-    options = {name: value for name, value in arguments.items()
-               if name not in ("model", "data", "algorithm", "params", "_on_chunk")}
-    run_plan = plan_run(model, data, algorithm, **options, **params)
+    request = Request.create(
+        algorithm, epsilon=epsilon, delta=delta, chains=chains, key=key, theta0=theta0,
+        iterations=iterations, accountant=accountant, relation=relation, progress=progress,
+        secure=secure, force=force, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+        mesh=mesh, ledger=ledger, init_share=init_share, init_steps=init_steps, warmup=warmup,
+        **params)
+    run_plan = prepare(request, model, data)
     return package(run_plan, run(run_plan, _on_chunk=_on_chunk))
 
 
 # ------------------------------------------------------------------------------ plan, run, package
-
-class PrivateInit(NamedTuple):
-    """``theta0="private"``: the μ its releases spend, the per-record gradient bound, the steps."""
-
-    mu: float
-    bound: float
-    steps: int
-
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -337,9 +332,10 @@ class RunPlan:
     secret : uint32 array (8,) or None
         Secure mode's ChaCha20 key (``None``: secure mode off). Secret.
     theta0 : ndarray (chains, dim) or None
-        The starting points; ``None`` with ``private_init`` (drawn by :func:`run`, after the
+        The starting points; ``None`` with ``private_start`` (drawn by :func:`run`, after the
         ledger is charged, since they are a release on the data).
-    private_init : PrivateInit or None
+    private_start : dpmcmc._plan.PrivateStart or None
+        The plan's private initialisation (``plan.private_start``), still to be drawn.
     progress : bool
     mesh : jax.sharding.Mesh or None
     ledger : dpmcmc.Ledger or None
@@ -353,6 +349,10 @@ class RunPlan:
         The checkpoint this call resumes, if any.
     warmup : int
         Warm-up iterations per chain (included in ``iterations``; see :func:`sample`).
+    noise_keys : tuple of bytes
+        What fixes the run's privacy noise when the user chose it (the key's raw words, or the
+        secure-mode secret the user gave); the ledger refuses a run that repeats one. Empty
+        when the noise comes from fresh OS entropy. Secret.
     """
 
     model: Model
@@ -367,7 +367,7 @@ class RunPlan:
     key: Any = field(repr=False)
     secret: Any = field(repr=False)
     theta0: Optional[np.ndarray] = field(repr=False)
-    private_init: Optional[PrivateInit]
+    private_start: Any
     progress: bool
     mesh: Any = field(repr=False)
     ledger: Any = field(repr=False)
@@ -376,6 +376,7 @@ class RunPlan:
     fingerprint: Optional[dict] = field(repr=False)
     saved: Optional[SavedRun] = field(repr=False)
     warmup: int = 0
+    noise_keys: tuple = field(default=(), repr=False)
 
     def layout(self):
         """The run's data as its kernel reads them (``spec.layout``), once per run.
@@ -423,207 +424,109 @@ class RunOutput(NamedTuple):
 
 
 def plan_run(model: Model, data: Any, algorithm: str = "dp-hmc", **options: Any) -> RunPlan:
-    """Validate and account a call of :func:`sample` without drawing any noise.
+    """Validate and plan a call of :func:`sample` without drawing any noise.
 
-    Parameters
-    ----------
-    model, data, algorithm
-        As in :func:`sample`.
-    **options
-        The keyword arguments of :func:`sample` (its signature is the one definition of their
-        defaults) and the sampler's parameters.
+    ``options`` are :func:`sample`'s keyword arguments and the sampler's parameters; this is
+    ``prepare(Request.create(algorithm, **options), model, data)``. Emits the plan's
+    :class:`~dpmcmc.PlanWarning`; reads a checkpoint to resume if ``checkpoint`` exists; writes
+    nothing and charges no ledger (:func:`run` does both).
+    """
+    return prepare(Request.create(algorithm, **options), model, data)
 
-    Emits the plan's :class:`~dpmcmc.PlanWarning`. Reads a checkpoint to resume if
-    ``checkpoint`` exists; writes nothing and charges no ledger (:func:`run` does both).
 
-    Returns
-    -------
-    RunPlan
+def prepare(request: Request, model: Model, data: Any) -> RunPlan:
+    """A :class:`~dpmcmc.request.Request` and the data in, a :class:`RunPlan` out, no noise drawn.
+
+    The model contract is checked on the data's public shape and dtype, the one planner
+    (:func:`dpmcmc._plan.make_plan`) accounts the run from public inputs, a plan whose chains
+    cannot move is refused unless ``request.force``, and the run's randomness (key, secure-mode
+    secret, starting points unless the start is private) is fixed.
 
     Raises
     ------
     ValueError, TypeError
         For any invalid argument, naming it.
+    PlanRefused, BudgetTooSmall
+        (ValueErrors) See :func:`sample`.
     CheckpointError
         (a ValueError) If ``checkpoint`` is corrupted or belongs to a different run.
     """
-    from .ledger import open_ledger
-    from .samplers import ALGORITHMS
-
-    a = _sample_options(options)
-    epsilon, delta, chains, iterations = a["epsilon"], a["delta"], a["chains"], a["iterations"]
-    key, theta0, accountant, relation = a["key"], a["theta0"], a["accountant"], a["relation"]
-    progress, secure, mesh, ledger = a["progress"], a["secure"], a["mesh"], a["ledger"]
-    checkpoint, checkpoint_every = a["checkpoint"], a["checkpoint_every"]
-    init_share, init_steps, params = a["init_share"], a["init_steps"], a["params"]
-    warmup = a["warmup"]
+    from ._keys import run_secrets, warn_reusable_key
 
     # --- validation: nothing random happens before this block completes -------------------
     if not isinstance(model, Model):
         raise TypeError(f"model must be a dpmcmc.Model, got {type(model).__name__}")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
-    spec = ALGORITHMS[algorithm]
-    chains = check_int("chains", chains, minimum=1)
-    if not isinstance(progress, (bool, np.bool_)):
-        raise TypeError(f"progress must be True or False, got {progress!r}")
-    secure_key = _validate_secure(secure)
-    ckpt_path = _checkpoint.validate_path(checkpoint)
-    the_ledger = open_ledger(ledger)
-    if the_ledger is not None and not spec.private:
-        raise ValueError(f"ledger: algorithm {algorithm!r} is not private; a ledger records private runs only")
-    if checkpoint_every is not None:
-        if ckpt_path is None:
-            raise ValueError("checkpoint_every needs checkpoint (a file path)")
-        checkpoint_every = check_int("checkpoint_every", checkpoint_every, minimum=1)
+    spec = request.spec
     # Type, shape and dtype only: the model contract is checked on these public facts before
-    # any data value is read (the finiteness check last).
+    # any data value is read.
     data_arr = validate_data(data, finite=False)
     n = int(data_arr.shape[0])
-    if iterations is not None:
-        iterations = check_int("iterations", iterations, minimum=1)
-    prepared = spec.prepare(dict(params), model, n)
-    check_model(model, data_arr.shape, data_arr.dtype,
-                gradients=spec.gradient,
-                grad_method=prepared.get("grad_method", "auto"))
-    explicit_private = isinstance(theta0, str) and theta0 == "private"
-    if isinstance(theta0, str) and not explicit_private:
-        raise ValueError(f"theta0 must be an array of starting points or 'private', got {theta0!r}")
-    if explicit_private:
-        _plan.check_private_init(spec, prepared, epsilon, secure_key, init_share, init_steps)
-    from .samplers._warmup import MIN_DIAGONAL_WARMUP
-
-    if not (isinstance(warmup, str) and warmup == "auto"):
-        warmup = check_int("warmup", warmup, minimum=0)
-    if warmup and spec.adaptation is None:
-        raise ValueError(f"warmup: {algorithm!r} has nothing to adapt; warmup applies to "
-                         f"{sorted(k for k, v in ALGORITHMS.items() if v.adaptation)}")
-    # Without an accept step only the preconditioner is adapted, from ≥ MIN_DIAGONAL_WARMUP draws.
-    step_free = warmup and spec.adaptation.target is None
-    if step_free and warmup != "auto" and warmup < MIN_DIAGONAL_WARMUP:
-        raise ValueError(f"warmup: {algorithm!r} has no accept step to adapt a step size to; its "
-                         f"warm-up sets a preconditioner from the warm-up draws and needs warmup "
-                         f">= {MIN_DIAGONAL_WARMUP}, got {warmup}")
-    _check_finite(data_arr)
-    if mesh is not None:
-        from .samplers._registry import check_mesh
-
-        check_mesh(mesh, algorithm)
-
-    if epsilon is not None:
-        epsilon = check_positive("epsilon", epsilon)
-    if delta is not None:
-        delta = check_probability("delta", delta)
-    theta0_given = None if theta0 is None or explicit_private else _validate_theta0(theta0, chains, model.dim)
-    user_key = None if key is None else resolve_key(key)
-
     saved = fingerprint = None
-    if ckpt_path is not None:
+    if request.checkpoint is not None:
         # The caller's arguments as given (before defaults are resolved), so a resumed call is
         # compared with the first one on exactly what the user controls.
+        prepared = spec.prepare(dict(request.params), model, n)
         fingerprint = _checkpoint.fingerprint(
-            model=model, data=data_arr, algorithm=algorithm,
-            params=dict(prepared, warmup=warmup) if warmup else prepared, chains=chains,
-            epsilon=epsilon, delta=delta, iterations=iterations, accountant=accountant,
-            relation=relation, theta0="private" if explicit_private else theta0_given,
-            secure=secure_key is not None)
-        if os.path.exists(ckpt_path):
-            saved = _checkpoint.load(ckpt_path, fingerprint, model.dim, chains)
-
-    # --- accounting: the run length from (ε, δ) alone -----------------------------------------
-    report = None
-    private_init = False
-    if spec.private:
-        if saved is not None:
-            # Resuming: the run was accounted when it started; taking its length and report from
-            # the checkpoint spends nothing again.
-            iterations, report = saved.planned, saved.report
-            if epsilon is not None and report.epsilon > epsilon * (1 + 1e-12):
-                raise ValueError(f"the checkpoint's run spends ε={report.epsilon:.6g}, more than "
-                                 f"epsilon={epsilon:g}")
-            # (Its start was drawn then, privately if its report lists the initialisation.)
-            private_init = any(m.get("per_iteration") == 0 for m in report.mechanisms)
-        else:
-            private_init, iterations, report = _plan.account_start(
-                algorithm, spec, prepared, n, chains, epsilon, delta, iterations, accountant, relation,
-                "private" if explicit_private else (None if theta0_given is None else "given"),
-                secure_key is not None, init_share, init_steps)
-    else:
-        if epsilon is not None or delta is not None:
-            raise ValueError(
-                f"algorithm {algorithm!r} is not private: it takes no epsilon/delta (use a dp-* algorithm)"
-            )
-        if iterations is None:
-            raise ValueError(f"iterations is required for the non-private algorithm {algorithm!r}")
-        if saved is not None:
-            iterations = saved.planned
-    if warmup == "auto":
-        warmup = iterations // 2
-        if step_free and warmup < MIN_DIAGONAL_WARMUP:
-            warmup = 0  # too few draws for a preconditioner: nothing to adapt
-    if warmup >= iterations:
-        raise ValueError(f"warmup={warmup} must be less than the run's {iterations} iterations per chain "
-                         "(warm-up included)")
-
-    # The plan (public inputs only): its warnings reach the user before any noise is drawn.
-    public_plan = _plan._build(algorithm, prepared, n, model.dim, chains, iterations, epsilon, delta,
-                               report, model.temperature, warmup=warmup,
-                               start=_plan.start_label(private_init, None if theta0 is None else "given",
-                                                       init_share, init_steps))
-    _plan.warn(public_plan, stacklevel=4)
+            model=model, data=data_arr, algorithm=request.algorithm,
+            params=dict(prepared, warmup=request.warmup) if request.warmup else prepared,
+            chains=request.chains, epsilon=request.epsilon, delta=request.delta,
+            iterations=request.iterations, accountant=request.accountant,
+            relation=request.relation, theta0=request.theta0,
+            secure=request.secure is not None)
+        if os.path.exists(request.checkpoint):
+            saved = _checkpoint.load(request.checkpoint, fingerprint, model.dim, request.chains)
+            # Resuming: the run was accounted when it started; its length and report come from
+            # the checkpoint, so nothing is spent again.
+            if (request.epsilon is not None and saved.report is not None
+                    and saved.report.epsilon > request.epsilon * (1 + 1e-12)):
+                raise ValueError(f"the checkpoint's run spends ε={saved.report.epsilon:.6g}, more "
+                                 f"than epsilon={request.epsilon:g}")
+    plan = make_plan(request, n, model, resume=saved)
+    check_model(model, data_arr.shape, data_arr.dtype, gradients=spec.gradient,
+                grad_method=plan.params.get("grad_method", "auto"))
+    if not spec.private:
+        # The non-private baselines publish unprotected draws anyway; for them NaN data are an
+        # input error. A private run never refuses a value: the mechanisms bound a non-finite
+        # per-record term like any other (docs/nonfinite.md).
+        _check_finite(data_arr)
 
     # --- the run's randomness: keys and starting points -----------------------------------------
-    init = None
+    noise_keys: tuple = ()
+    start, secret = None, None
     if saved is not None:
-        run_key = _checkpoint.same_secret("key", user_key, saved.key, ckpt_path)
-        secret = None
-        if secure_key is not None:
-            given = None if secure_key is OS_ENTROPY else secure_key
-            secret = _checkpoint.same_secret("secure", given, saved.secret, ckpt_path)
+        run_key = _checkpoint.same_secret("key", request.key, saved.key, request.checkpoint)
+        if request.secure is not None:
+            given = None if request.secure is OS_ENTROPY else request.secure
+            secret = _checkpoint.same_secret("secure", given, saved.secret, request.checkpoint)
         start = saved.theta0
     else:
-        run_key = resolve_key(user_key)
-        secret = None
-        if secure_key is OS_ENTROPY:
-            # Drawn from OS entropy for this run alone, never from ``key``.
-            from .secure import secure_key_from_os
-
-            secret = secure_key_from_os().words
-        elif secure_key is not None:
-            secret = secure_key.words
-        if private_init:
-            # The start is a release on the data, drawn by run() after the ledger is charged. The
-            # μ the report charges for it is the μ its releases draw: one source.
-            (init_mu,) = [m["total_mu"] for m in report.mechanisms if m.get("per_iteration") == 0]
-            bound = _plan.check_private_init(spec, prepared, epsilon, None, init_share, init_steps)
-            init = PrivateInit(float(init_mu), bound, int(init_steps))
-            start = None
-        else:
-            start = theta0_given
+        run_key, secret, noise_keys = run_secrets(request.key, request.secure)
+        if noise_keys and spec.private:
+            warn_reusable_key("secure" if request.secure is not None else "key", stacklevel=4,
+                              ledger=request.ledger)
+        if plan.private_start is None:
+            start = request.theta0 if request.start_given else None
             if start is None:
-                start = _default_theta0(model, _init_key(run_key), chains)
+                start = _default_theta0(model, _init_key(run_key), request.chains)
+            start = np.broadcast_to(start, (request.chains, model.dim)).copy()
             _check_start(model, start, data_arr if not spec.private else None)
 
+    if saved is None:
+        # After every check that can refuse on the inputs, before any noise or budget.
+        refuse_if_blocked(plan, request.force)
+    # The plan's warnings reach the user before any noise is drawn.
+    _plan.warn(plan, stacklevel=4)
     chunk_size = None
-    if ckpt_path is not None:
-        chunk_size = checkpoint_every or max(1, math.ceil(iterations / DEFAULT_CHECKPOINTS))
+    if request.checkpoint is not None:
+        chunk_size = request.checkpoint_every or max(1, math.ceil(plan.iterations / DEFAULT_CHECKPOINTS))
     return RunPlan(
-        model=model, data=data_arr, algorithm=algorithm, spec=spec, params=prepared, chains=chains,
-        iterations=int(iterations), report=report, plan=public_plan, key=run_key, secret=secret,
-        theta0=start, private_init=init, progress=bool(progress), mesh=mesh, ledger=the_ledger,
-        checkpoint=ckpt_path, chunk_size=chunk_size, fingerprint=fingerprint, saved=saved,
-        warmup=int(warmup))
-
-
-def _sample_options(options: dict) -> dict:
-    """:func:`sample`'s keyword arguments with its defaults filled in; the rest (the sampler's
-    parameters) under ``"params"``."""
-    signature = inspect.signature(sample).parameters
-    options = dict(options)
-    out = {name: options.pop(name, p.default) for name, p in signature.items()
-           if p.kind is p.KEYWORD_ONLY and name != "_on_chunk"}
-    out["params"] = options
-    return out
+        model=model, data=data_arr, algorithm=request.algorithm, spec=spec, params=plan.params,
+        chains=request.chains, iterations=int(plan.iterations), report=plan.report, plan=plan,
+        key=run_key, secret=secret, theta0=start,
+        private_start=plan.private_start if saved is None else None,
+        progress=request.progress, mesh=request.mesh, ledger=request.ledger,
+        checkpoint=request.checkpoint, chunk_size=chunk_size, fingerprint=fingerprint,
+        saved=saved, warmup=plan.warmup, noise_keys=noise_keys if spec.private else ())
 
 
 def _init_key(key: jax.Array) -> jax.Array:
@@ -648,11 +551,12 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
     if p.ledger is not None and p.saved is None:
         # Charged at the start: once noise is drawn on the data the budget is spent, even if the
         # run is interrupted. Refused (LedgerError) before any mechanism reads the data.
-        p.ledger.charge(p.report, label=f"dpmcmc.sample {p.algorithm} on model {p.model.name!r}")
+        p.ledger.charge(p.report, label=f"dpmcmc.sample {p.algorithm} on model {p.model.name!r}",
+                        keys=p.noise_keys)
     theta0 = p.theta0
-    if p.private_init is not None:
-        theta0 = _private_start(p.model, p.data, _init_key(p.key), p.chains, p.data.shape[0],
-                                *p.private_init)
+    if p.private_start is not None:
+        theta0 = _private_start(p.model, p.data, _init_key(p.key), p.chains, p.private_start,
+                                p.secret)
         _check_start(p.model, theta0)
     run_key = jax.random.split(p.key)[1]
 
@@ -745,22 +649,6 @@ def _adapted_values(adaptation, prepared: dict, state) -> dict:
     if adaptation.target is None:  # the step is not adapted
         return {adaptation.diagonal: diag}
     return {adaptation.step: scale * float(prepared[adaptation.step]), adaptation.diagonal: diag}
-
-
-# ------------------------------------------------------------------------------ secure mode
-
-def _validate_secure(secure: Any):
-    """``None`` (off), :data:`~dpmcmc._keys.OS_ENTROPY` (a secret to draw from OS entropy) or
-    the user's SecureKey."""
-    if isinstance(secure, (bool, np.bool_)):
-        return OS_ENTROPY if secure else None
-    from .secure import SecureKey, resolve_secure_key
-
-    if isinstance(secure, SecureKey):
-        return resolve_secure_key(secure)  # checks it is a single 256-bit key
-    raise TypeError(
-        f"secure must be True, False or a dpmcmc.secure.SecureKey, got {type(secure).__name__}"
-    )
 
 
 # ------------------------------------------------------------------------------ starting points

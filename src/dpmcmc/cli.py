@@ -195,6 +195,8 @@ def plan_command(
     iterations: Optional[int] = typer.Option(
         None, "--iterations", help="Iterations per chain (default: as many as the budget buys)."),
     accountant: Optional[str] = typer.Option(None, "--accountant", help="Default: the tightest that applies."),
+    secure: bool = typer.Option(False, "--secure", help="Plan a secure-mode run (as dpmcmc sample --secure)."),
+    force: bool = typer.Option(False, "--force", help="Plan as a forced run (delta >= 1/n accepted)."),
     param: list[str] = typer.Option(
         [], "--param", "-p",
         help="A sampler parameter as name=value (repeat), e.g. -p tau=0.1 -p clip=1 -p proposal_std=0.01; "
@@ -215,7 +217,7 @@ def plan_command(
 
     try:
         p = plan(dim, n, algorithm, epsilon=epsilon, delta=delta, chains=chains, iterations=iterations,
-                 accountant=accountant, **params)
+                 accountant=accountant, secure=secure, force=force, **params)
     except (ValueError, TypeError) as err:
         _fail(str(err))
     typer.echo(json.dumps(p.to_dict()) if as_json else str(p))
@@ -297,8 +299,8 @@ def audit_command(
     """
     import jax
 
-    # The audit's acceptance tests and statistics run in double precision.
-    jax.config.update("jax_enable_x64", True)
+    # The audit runs its kernels and statistics in double precision for its own call
+    # (jax.enable_x64 inside dpmcmc.audit.audit): no process-global setting here.
     from . import audit as _audit
 
     given = dict(epsilon=epsilon, delta=delta, trials=trials, iterations=iterations, confidence=confidence)
@@ -391,7 +393,7 @@ def sample_command(
     ),
     bounds: str = typer.Option(
         ..., "--bounds",
-        help='JSON file of the declared, public schema: {"col": [lo, hi], "cat": {"categories": [...]}, ...} '
+        help='JSON file of the declared, public schema: {"col": \\[lo, hi], "cat": {"categories": \\[...]}, ...} '
         '(optional "impute" per column; see docs/tabular.md).',
     ),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),
@@ -402,8 +404,20 @@ def sample_command(
     chains: int = typer.Option(
         4, "--chains", help="Number of chains (samplers: their costs compose; auto: free draws)."),
     seed: Optional[int] = typer.Option(
-        None, "--seed", help="Seed for a reproducible run (default: OS entropy). A published seed voids the guarantee."
-    ),
+        None, "--seed",
+        help="Default: fresh OS entropy, which is what a private run should use. A seed fixes the "
+        "privacy noise: running twice with one seed on the same or overlapping data repeats the "
+        "noise, the two results can be combined to cancel it, and the guarantee is void (with "
+        "--ledger a seed already charged is refused; without one the run warns). For tests and "
+        "simulated data only; never publish it."),
+    secure: bool = typer.Option(
+        False, "--secure",
+        help="Secure mode: the privacy noise comes from ChaCha20 under a secret drawn from OS "
+        "entropy for this run alone, never from --seed (docs/secure_randomness.md)."),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Run even when the plan says the chains cannot move, or with delta >= 1/n (both are "
+        "refused otherwise, before anything is spent)."),
     out: str = typer.Option(..., "--out", help="Result file to write (netCDF, e.g. run.nc)."),
     iterations: Optional[int] = typer.Option(
         None, "--iterations", help="Iterations per chain (default: as many as the budget buys)."
@@ -411,13 +425,18 @@ def sample_command(
     warmup: Optional[int] = typer.Option(
         None, "--warmup", help="Samplers: warm-up iterations per chain (part of the run) that adapt the "
         "step size or proposal scale from released accept flags, at no extra privacy cost."),
-    step_size: Optional[float] = typer.Option(None, "--step-size", help="Leapfrog step size (default 0.01)."),
-    leapfrog_steps: Optional[int] = typer.Option(None, "--leapfrog-steps", help="Leapfrog steps L."),
-    tau_l: Optional[float] = typer.Option(None, "--tau-l", help="dp-hmc: τ of the log-likelihood ratio (default 0.1)."),
-    tau_g: Optional[float] = typer.Option(None, "--tau-g", help="dp-hmc: τ of the gradients (default 0.4)."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="dp-hmc: b_l (default from the declared bounds)."),
+    step_size: Optional[float] = typer.Option(
+        None, "--step-size", help="Samplers: leapfrog step size (default: from n and the declared "
+        "bounds, docs/tabular.md)."),
+    leapfrog_steps: Optional[int] = typer.Option(None, "--leapfrog-steps", help="Samplers: leapfrog steps L (default 10)."),
+    tau_l: Optional[float] = typer.Option(
+        None, "--tau-l", help="dp-hmc: τ of the log-likelihood ratio (default: from n, the declared "
+        "bounds and the budget)."),
+    tau_g: Optional[float] = typer.Option(
+        None, "--tau-g", help="dp-hmc: τ of the gradients (default: as --tau-l)."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Samplers: b_l (default from the declared bounds)."),
     grad_clip: Optional[float] = typer.Option(
-        None, "--grad-clip", help="dp-hmc: b_g (default from the declared bounds)."
+        None, "--grad-clip", help="Samplers: b_g (default from the declared bounds)."
     ),
     noise_sd: Optional[float] = typer.Option(
         None, "--noise-sd", help="linear: declared noise sd on the target's scale (default: range/4)."
@@ -457,14 +476,30 @@ def sample_command(
     kwargs = {k: v for k, v in given.items() if v is not None}
     if prior_sd is not None:
         kwargs["prior_sd"] = prior_sd
+    if secure:
+        kwargs["secure"] = True
+    if force:
+        kwargs["force"] = True
+    import warnings
+
+    from ._keys import KeyReuseWarning
+
     try:
-        res = tabular.glm(data, model, target=target, features=features, bounds=schema, epsilon=epsilon,
-                          delta=delta, algorithm=algorithm, chains=chains, key=key, noise_sd=noise_sd,
-                          progress=False, ledger=ledger, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KeyReuseWarning)
+            res = tabular.glm(data, model, target=target, features=features, bounds=schema,
+                              epsilon=epsilon, delta=delta, algorithm=algorithm, chains=chains,
+                              key=key, noise_sd=noise_sd, progress=False, ledger=ledger, **kwargs)
         res.save(out)
     except (ValueError, TypeError) as err:
         _fail(str(err))
-    import arviz as az
+    for w in caught:
+        if issubclass(w.category, KeyReuseWarning):  # in the command's words: --seed
+            typer.echo("WARNING: " + str(w.message).replace("key fixes", "--seed fixes")
+                       .replace("same key", "same --seed"), err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    from .diagnostics import posterior_summary
 
     typer.echo(f"wrote {out}")
     if res.plan is not None:
@@ -473,7 +508,11 @@ def sample_command(
         typer.echo(f"NOT PRIVATE: algorithm {algorithm!r} gives no privacy guarantee.")
     else:
         typer.echo(str(res.privacy))
-    typer.echo(az.summary(res.to_inference_data(), kind="stats", round_to=4).to_string())
+    table, notes = posterior_summary(res.samples, res.param_names)
+    typer.echo("Posterior (released draws; terms in declared order):")
+    typer.echo(table)
+    for text in notes:
+        typer.echo(f"WARNING: {text}")
     if show_nonprivate and res.diagnostics is not None:
         typer.echo("NON-PRIVATE diagnostics (computed from the raw data; not covered by the guarantee):")
         for name, value in res.diagnostics.fields().items():

@@ -517,7 +517,7 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
 
 
 _RUN_KEYS = {"iterations", "accountant", "relation", "progress", "secure", "checkpoint",
-             "checkpoint_every", "mesh", "theta0", "warmup", "init_share", "init_steps"}
+             "checkpoint_every", "mesh", "theta0", "warmup", "init_share", "init_steps", "force"}
 
 
 def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, params: dict) -> None:
@@ -537,17 +537,21 @@ def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, 
 
 
 NOISE_AWARE = "noise-aware-glm"
-_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress")
+_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress", "secure",
+             "force")
 
 
 def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, delta, chains, key,
                  noise_sd_scaled: float, prior_sd: float, params: dict, ledger=None):
     """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
+    from ._keys import run_secrets, warn_reusable_key
+    from ._plan import check_delta
     from .accounting._checks import check_int, check_positive, check_probability
     from .accounting.report import PrivacyReport
-    from ._keys import resolve_key
+    from .request import _secure
     from .result import Result
     from .samplers import noise_aware_glm as nag
+    from .samplers._mechanisms import NoiseSource
 
     # Every check that can refuse runs before the design is built and the ledger charged.
     if epsilon is None:
@@ -562,6 +566,8 @@ def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, de
         raise ValueError(f"{unknown[0]}: not a parameter of algorithm {NOISE_AWARE!r} (it takes "
                          f"{', '.join(k for k in _NAG_KEYS if k != 'progress')})")
     params.pop("progress", None)
+    secure = _secure(params.pop("secure", False))
+    check_delta(delta, n, bool(params.pop("force", False)))
     draws = check_int("draws", params.pop("draws", 1000), minimum=1)
     rp = nag.release_plan(model, n, d, epsilon, delta, noise_sd=noise_sd_scaled, **params)
     run_plan = _glm_plan(rp, model)
@@ -576,15 +582,19 @@ def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, de
                                 "privacy profile of G_μ ⊗ randomized response (adaptive)",
                  "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
                           "(post-processing of the releases; they cost no privacy)"})
-    key = resolve_key(key)
+    key, secret, noise_keys = run_secrets(key, secure)
+    if noise_keys:
+        warn_reusable_key("secure" if secure is not None else "key", stacklevel=4, ledger=ledger)
     des = plan.design(df)  # never refuses a value: the last check has passed
     if ledger is not None:
         # Charged after every check that can refuse and before the first noise draw.
-        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})")
-    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws)
+        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})", keys=noise_keys)
+    noise = None if secret is None else NoiseSource(np.asarray(secret, dtype=np.uint32))
+    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws, noise=noise)
     beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
     last = (rp.gradients[-1], rp.hessians[-1])
     return Result(samples=beta, privacy=report, diagnostics=None, algorithm=NOISE_AWARE,
+                  secure=secret is not None,
                   params={"steps": rp.steps, "final_mechanism": last[0].kind,
                           "grad_noise_sd": [r.noise_sd for r in rp.gradients],
                           "hess_noise_sd": [r.noise_sd for r in rp.hessians], "draws": draws,
@@ -660,7 +670,10 @@ def glm(
         "hmc"/"rwmh" for checks only.
     chains : int, default 4
     key : JAX key or int, optional
-        Default: fresh OS entropy. A published key voids the guarantee (see ``dpmcmc.sample``).
+        Default: fresh OS entropy. An int is a seed (``jax.random.key(seed)``). A key or seed
+        you choose fixes the privacy noise: reusing it on the same or overlapping data repeats
+        the noise and voids the guarantee; without a ``ledger`` (which refuses a repeated key)
+        such a run warns (``KeyReuseWarning``). A published key voids it too.
     noise_sd : float, optional
         Linear model: the declared (public) noise sd on the target's scale; default a quarter of
         the target's declared range.
@@ -693,6 +706,12 @@ def glm(
     from .ledger import open_ledger
 
     ledger = open_ledger(ledger)
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        import jax
+
+        if key < 0:
+            raise ValueError(f"key: a seed must be a non-negative integer, got {key}")
+        key = jax.random.key(int(key))
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     for name, value in (("prior_sd", prior_sd), ("param_radius", param_radius)):

@@ -6,7 +6,7 @@ private data. Pure NumPy (ArviZ for R-hat/ESS).
 from __future__ import annotations
 
 from .mmd import MMDTestResult, gaussian_mmd2, median_bandwidth, mmd, mmd_squared, mmd_test
-from .summary import ess, mean_error, rhat
+from .summary import RHAT_WARN, ess, mean_error, posterior_summary, rhat
 
 __all__ = [
     "mmd",
@@ -18,4 +18,6 @@ __all__ = [
     "mean_error",
     "rhat",
     "ess",
+    "posterior_summary",
+    "RHAT_WARN",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["mean_error", "rhat", "ess"]
+__all__ = ["mean_error", "rhat", "ess", "posterior_summary", "RHAT_WARN"]
 
 
 def mean_error(draws: Any, true_mean: Any) -> float:
@@ -92,3 +92,55 @@ def ess(draws: Any, method: str = "bulk") -> np.ndarray:
     out = az.ess(az.convert_to_dataset(d), method=method)
     res = np.asarray(out["x"].values, dtype=np.float64).reshape(d.shape[2])
     return np.where(np.isfinite(res), res, math.nan)
+
+
+#: R-hat above this: the chains have not mixed (Vehtari et al. 2021 recommend 1.01 for final
+#: results; 1.1 is the long-standing threshold below which draws are at least usable).
+RHAT_WARN = 1.1
+
+
+def posterior_summary(draws: Any, names: Any = None) -> tuple[str, list[str]]:
+    """A plain-text table of released draws, one row per parameter in the given order, and
+    warnings in plain words.
+
+    Columns: mean, sd, the central 90 % interval (5 %, 95 %), the split rank R-hat and the bulk
+    ESS of the released draws (ArviZ), each to 4 significant digits so that small coefficients
+    (a coefficient per dollar) stay readable. Reads the released draws only.
+
+    Parameters
+    ----------
+    draws : array (chains, draws, dim)
+    names : sequence of str, optional
+        One per parameter, in the order to print (default ``theta[0]``, ...).
+
+    Returns
+    -------
+    (table, warnings)
+        ``warnings`` says which parameters have R-hat above :data:`RHAT_WARN` (the chains have
+        not converged: not a posterior sample). Independent draws (R-hat ≈ 1) give none.
+    """
+    d = np.asarray(draws, dtype=np.float64)
+    if d.ndim != 3:
+        raise ValueError(f"draws must have shape (chains, draws, dim), got {d.shape}")
+    dim = d.shape[2]
+    names = [f"theta[{j}]" for j in range(dim)] if names is None else [str(n) for n in names]
+    flat = d.reshape(-1, dim)
+    lo, hi = np.percentile(flat, [5.0, 95.0], axis=0)
+    if d.shape[1] >= 4:
+        r, e = rhat(d), ess(d)
+    else:
+        r = e = np.full(dim, math.nan)
+    rows = [("", "mean", "sd", "5%", "95%", "r_hat", "ess_bulk")]
+    for j, name in enumerate(names):
+        rows.append((name, f"{flat[:, j].mean():.4g}", f"{flat[:, j].std(ddof=1):.4g}",
+                     f"{lo[j]:.4g}", f"{hi[j]:.4g}", f"{r[j]:.3f}", f"{e[j]:.0f}"))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    table = "\n".join("  ".join(cell.ljust(w) if k == 0 else cell.rjust(w)
+                                for k, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+    warnings = []
+    bad = [name for name, value in zip(names, r) if not value <= RHAT_WARN]
+    if bad and d.shape[0] > 1 and d.shape[1] >= 4:
+        warnings.append(f"R-hat above {RHAT_WARN} for {', '.join(bad)}: the chains have not "
+                        "converged, so these draws are not a sample of the posterior; do not report "
+                        "them as one (run longer, with a larger budget, or use the default algorithm)")
+    return table, warnings

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import math
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -156,10 +157,14 @@ def _budget(pre, algorithm: str, params: dict, epsilon: float, delta: float, cha
     key = (id(pre), algorithm, json.dumps(params, sort_keys=True, default=repr), epsilon, delta, chains,
            accountant, relation, start)
     if key not in _BUDGETS:
+        # A start the run is given: any points of the model's shape stand for it (the plan
+        # reads their shape only).
+        theta0 = start if start == "private" else np.zeros(pre.model.dim)
         try:
             iterations = dpmcmc.plan(pre.model, int(pre.data.shape[0]), algorithm, epsilon=epsilon,
                                      delta=delta, chains=chains, accountant=accountant,
-                                     relation=relation, theta0=start, **params).iterations
+                                     relation=relation, theta0=theta0, force=True,
+                                     **params).iterations
         except dpmcmc.accounting.BudgetTooSmall:
             iterations = 0
         _BUDGETS[key] = (pre, iterations)
@@ -196,10 +201,14 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
             info["status"] = "budget too small"
             return None, info
         iterations = budget if max_iterations is None else min(budget, max_iterations)
-        res = dpmcmc.sample(pre.model, pre.data, algorithm, epsilon=epsilon, delta=delta,
-                            chains=chains, key=jax.random.key(seed), theta0=theta0,
-                            iterations=iterations, accountant=acc, relation=relation,
-                            progress=False, **params)
+        # A reproduction runs the papers' settings as they were, also where they cannot move
+        # (force), on simulated data with fixed seeds (repeatable; no person's record at stake).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+            res = dpmcmc.sample(pre.model, pre.data, algorithm, epsilon=epsilon, delta=delta,
+                                chains=chains, key=jax.random.key(seed), theta0=theta0,
+                                iterations=iterations, accountant=acc, relation=relation,
+                                progress=False, force=True, **params)
         info["epsilon_spent"] = float(res.privacy.epsilon)
     else:
         res = dpmcmc.sample(pre.model, pre.data, algorithm, chains=chains, key=jax.random.key(seed),

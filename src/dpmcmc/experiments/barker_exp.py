@@ -17,6 +17,8 @@ DPVI estimate (ε = 0.21); the ``paper`` start here is θ_true + N(0, 0.1²) (NO
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ._common import START_LABELS, acceptance_columns, cell_seed, load_preset, start_points, thin
@@ -97,14 +99,21 @@ def _gmm(cfg, cell) -> dict:
         theta0 = start_points("paper", pre, g["chains"], cell_seed(cfg["seed"], "start", cell["run"]), None,
                               {"std": g["paper_start_std"]})
     seed = cell_seed(cfg["seed"], cell["id"])
+    # Simulated data, a fixed seed per cell (repeatable; no person's record at stake), the
+    # papers' settings as they were (force).
     kw = dict(chains=g["chains"], key=jax.random.key(seed), theta0=theta0, iterations=g["iterations"],
-              progress=False, proposal_std=g["proposal_std"])
-    if cell["algorithm"] == "dp-barker":
-        res = dpmcmc.sample(pre.model, pre.data, "dp-barker", delta=g["delta"], batch_size=g["batch_size"], **kw)
-    else:
-        # The non-private tempered Barker chain: the same test on all n records each step (its
-        # N(0, C) + X_corr noise is the Barker test's own logistic noise, not privacy noise).
-        res = dpmcmc.sample(pre.model, pre.data, "dp-barker", delta=g["delta"], batch_size=n, **kw)
+              progress=False, proposal_std=g["proposal_std"], force=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+        if cell["algorithm"] == "dp-barker":
+            res = dpmcmc.sample(pre.model, pre.data, "dp-barker", delta=g["delta"],
+                                batch_size=g["batch_size"], **kw)
+        else:
+            # The non-private tempered Barker chain: the same test on all n records each step
+            # (its N(0, C) + X_corr noise is the Barker test's own logistic noise, not privacy
+            # noise).
+            res = dpmcmc.sample(pre.model, pre.data, "dp-barker", delta=g["delta"], batch_size=n,
+                                **kw)
     draws = np.asarray(res.samples, dtype=np.float64)  # (chains, T, 2)
     ts = np.unique(np.linspace(max(2, g["iterations"] // g["checkpoints"]), g["iterations"], g["checkpoints"]).astype(int))
     truth = np.asarray(pre.theta_true, dtype=np.float64)
