@@ -20,14 +20,16 @@ from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
 from dpmcmc.samplers._mechanisms import gaussian_mechanism
 from dpmcmc.samplers.barker import (
     DP_BARKER_C,
-    SUP_CDF_TARGET,
-    acceptance_probability,
     barker_accept,
     barker_clip_bound,
     build_dp_barker,
     draw_correction,
     release_barker,
     tapped_dp_barker,
+)
+from dpmcmc.samplers._barker_correction import (
+    SUP_CDF_TARGET,
+    acceptance_probability,
 )
 
 

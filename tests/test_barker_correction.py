@@ -17,8 +17,7 @@ from scipy import stats
 from scipy.signal import fftconvolve
 from scipy.special import expit, logit, ndtr
 
-from dpmcmc.samplers import barker
-from dpmcmc.samplers.barker import (
+from dpmcmc.samplers._barker_correction import (
     LOG_ODDS_TARGET,
     SUP_CDF_TARGET,
     acceptance_probability,
@@ -283,7 +282,3 @@ def test_large_C_warns_and_misses_targets():
     assert err["log_odds"] > LOG_ODDS_TARGET
 
 
-def test_module_reexports():
-    assert barker.correction_error is correction_error
-    assert barker.sample_correction is sample_correction
-    assert barker.LOGISTIC_VARIANCE == pytest.approx(math.pi**2 / 3)

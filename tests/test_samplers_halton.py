@@ -6,7 +6,12 @@ import pytest
 
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.samplers._halton import bit_reverse32, halton_multiplier, halton_step_sizes
+from dpmcmc.samplers._halton import bit_reverse32, draw_mask, halton_multiplier
+
+
+def halton_step_sizes(key, num, step_size):
+    """The first ``num`` step sizes η·h_i of one chain whose scrambling mask comes from ``key``."""
+    return step_size * halton_multiplier(jnp.arange(num, dtype=jnp.uint32), draw_mask(key))
 
 
 def test_bit_reverse32_matches_python():

@@ -22,8 +22,7 @@ def make_result(private=True, chains=2, draws=30, dim=3, seed=0):
         # Accept/divergence flags are released (post-processing); only clipping is not private.
         released = ReleasedStatistics(accepted=rng.uniform(size=(chains, draws)) < 0.6,
                                       diverged=rng.uniform(size=(chains, draws)) < 0.1)
-        diagnostics = NonPrivateDiagnostics(clip_fraction=rng.uniform(size=chains),
-                                            released=released)
+        diagnostics = NonPrivateDiagnostics(clip_fraction=rng.uniform(size=chains))
     else:
         released = None
         diagnostics = NonPrivateDiagnostics(acceptance_rate=rng.uniform(size=chains),

@@ -424,7 +424,7 @@ def test_backend_neutral_helpers_dispatch():
     assert isinstance(secure.fold_in(sk, 1), SecureKey)
     np.testing.assert_array_equal(secure.permutation(sk, 7), secure_permutation(sk, 7))
     assert sorted(np.asarray(secure.permutation(jk, 7)).tolist()) == list(range(7))
-    assert secure.is_secure_key(sk) and not secure.is_secure_key(jk)
+    assert isinstance(sk, secure.SecureKey) and not isinstance(jk, secure.SecureKey)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -616,7 +616,7 @@ def package(p: RunPlan, out: RunOutput) -> Result:
         # and of data-independent randomness (docs/post_processing.md): covered by the report.
         # The clip fractions are counted on the raw data and stay apart, NOT private.
         released = ReleasedStatistics(accepted=accepted, diverged=diverged)
-        diagnostics = NonPrivateDiagnostics(clip_fraction=clip_fraction, released=released)
+        diagnostics = NonPrivateDiagnostics(clip_fraction=clip_fraction)
     else:
         released = None
         diagnostics = NonPrivateDiagnostics(

@@ -30,8 +30,6 @@ _LEGACY_NOTE = (
     "δ may be understated."
 )
 
-_PARAM_OPTIONS = ("tau", "tau_l", "tau_g", "leapfrog_steps", "batch_size", "noise_multiplier", "n0")
-
 
 @app.callback()
 def _root() -> None:

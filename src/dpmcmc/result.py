@@ -6,7 +6,6 @@ Which statistic is which, per sampler, and why, is argued once in ``docs/post_pr
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -144,8 +143,7 @@ class ReleasedStatistics:
 
 
 _MOVED = ("{name} of a private algorithm is post-processing of its noisy releases and covered by "
-          "the privacy guarantee; it moved to Result.released.{name} "
-          "(see docs/post_processing.md)")
+          "the privacy guarantee: it is Result.released.{name} (see docs/post_processing.md)")
 
 
 class NonPrivateDiagnostics:
@@ -159,8 +157,7 @@ class NonPrivateDiagnostics:
 
     * private algorithms: the clip fractions only. Their acceptance rates and divergence counts
       are post-processing of the noisy releases and live in :class:`ReleasedStatistics`
-      (``Result.released``). Reading ``acceptance_rate`` or ``divergences`` here still returns
-      them, with a ``DeprecationWarning``.
+      (``Result.released``); reading them here raises an ``AttributeError`` that says so.
     * non-private algorithms (``rwmh``, ``hmc``): acceptance rates, clip fractions and
       divergence counts, all computed from the raw data.
 
@@ -173,9 +170,6 @@ class NonPrivateDiagnostics:
     divergences : array (chains,), optional
         Only for the non-private algorithms: iterations per chain where a non-finite value was
         met and the proposal was rejected.
-    released : ReleasedStatistics, optional
-        For a private algorithm, its released statistics, to which the deprecated
-        ``acceptance_rate``/``divergences`` attributes forward.
 
     Attributes
     ----------
@@ -190,52 +184,42 @@ class NonPrivateDiagnostics:
 
     private = False
     warning = _NOT_PRIVATE
-    __slots__ = ("clip_fraction", "_acceptance_rate", "_divergences", "_released")
+    __slots__ = ("clip_fraction", "_acceptance_rate", "_divergences")
 
     def __init__(self, acceptance_rate: Optional[np.ndarray] = None,
                  clip_fraction: Optional[np.ndarray] = None,
-                 divergences: Optional[np.ndarray] = None, *,
-                 released: Optional[ReleasedStatistics] = None):
+                 divergences: Optional[np.ndarray] = None):
         if clip_fraction is None:
             raise TypeError("NonPrivateDiagnostics requires clip_fraction")
-        if released is not None and not isinstance(released, ReleasedStatistics):
-            raise TypeError(f"released must be a ReleasedStatistics, got {type(released).__name__}")
         if (acceptance_rate is None) != (divergences is None):
             raise TypeError("give acceptance_rate and divergences together (non-private "
                             "algorithms) or neither (private algorithms)")
-        if acceptance_rate is None and released is None:
-            raise TypeError("without acceptance_rate and divergences (a private algorithm), "
-                            "give released=")
         set_ = object.__setattr__
         set_(self, "clip_fraction", np.asarray(clip_fraction))
         set_(self, "_acceptance_rate", None if acceptance_rate is None else np.asarray(acceptance_rate))
         set_(self, "_divergences", None if divergences is None else np.asarray(divergences))
-        set_(self, "_released", released)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"NonPrivateDiagnostics is immutable (cannot set {name!r})")
 
     def __reduce__(self):
         # Rebuilt through __init__: the default slot-state restore would go through __setattr__.
-        return (functools.partial(NonPrivateDiagnostics, released=self._released),
-                (self._acceptance_rate, self.clip_fraction, self._divergences))
-
-    def _moved(self, name: str) -> np.ndarray:
-        warnings.warn(_MOVED.format(name=name), DeprecationWarning, stacklevel=3)
-        return getattr(self._released, name)
+        return (NonPrivateDiagnostics, (self._acceptance_rate, self.clip_fraction, self._divergences))
 
     @property
     def acceptance_rate(self) -> np.ndarray:
-        """Acceptance rate per chain: NON-private for rwmh/hmc; deprecated here for private runs."""
+        """Acceptance rate per chain: NON-private, for rwmh/hmc only (a private run's is
+        ``Result.released.acceptance_rate``)."""
         if self._acceptance_rate is None:
-            return self._moved("acceptance_rate")
+            raise AttributeError(_MOVED.format(name="acceptance_rate"))
         return self._acceptance_rate
 
     @property
     def divergences(self) -> np.ndarray:
-        """Divergences per chain: NON-private for rwmh/hmc; deprecated here for private runs."""
+        """Divergences per chain: NON-private, for rwmh/hmc only (a private run's are
+        ``Result.released.divergences``)."""
         if self._divergences is None:
-            return self._moved("divergences")
+            raise AttributeError(_MOVED.format(name="divergences"))
         return self._divergences
 
     def fields(self) -> dict:
@@ -577,7 +561,6 @@ def load(path: str | os.PathLike) -> Result:
                 acceptance_rate=np.asarray(d["acceptance_rate"], dtype=float) if own else None,
                 clip_fraction=np.asarray(d["clip_fraction"], dtype=float),
                 divergences=np.asarray(d["divergences"], dtype=int) if own else None,
-                released=released,
             )
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise ResultFileError(f"{sidecar!r} (non-private diagnostics) is corrupted "

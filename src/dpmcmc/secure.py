@@ -61,7 +61,6 @@ __all__ = [
     "secure_key_from_os",
     "secure_key",
     "resolve_secure_key",
-    "is_secure_key",
     "secure_split",
     "secure_fold_in",
     "secure_bits",
@@ -205,11 +204,6 @@ def secure_key(seed: int | bytes) -> SecureKey:
             raise ValueError(f"seed must be an integer in [0, 2**256), got {seed}")
         data = seed.to_bytes(32, "little")
     return SecureKey(jnp.asarray(_words_from_bytes(data)))
-
-
-def is_secure_key(key: Any) -> bool:
-    """Whether ``key`` is a :class:`SecureKey` (of any batch shape)."""
-    return isinstance(key, SecureKey)
 
 
 def _check_key(key: Any, name: str = "key") -> jax.Array:

@@ -12,7 +12,7 @@ and the accountants below need nothing else.
 * :mod:`~dpmcmc.accounting.zcdp`: zCDP conversions.
 * :mod:`~dpmcmc.accounting.rdp`: RDP curves, subsampling amplification, conversion.
 * :mod:`~dpmcmc.accounting.pld`: numerical PLD of the subsampled Gaussian mechanism.
-* :mod:`~dpmcmc.accounting.events`: release events (:class:`Release`) and their constructors,
+* :mod:`~dpmcmc.accounting.events`: release events (:class:`ReleaseEvent`) and their constructors,
   and :class:`ReleaseSpec`, the type of an algorithm's release declaration.
 * :mod:`~dpmcmc.accounting.budget`: events composed under an accountant;
   :func:`max_iterations` and :func:`spent`.
@@ -41,7 +41,7 @@ from .events import (
     BARKER,
     GAUSSIAN,
     SUBSAMPLED_GAUSSIAN,
-    Release,
+    ReleaseEvent,
     ReleaseSpec,
     barker_release,
     gaussian_release,
@@ -75,7 +75,7 @@ __all__ = [
     "RELATIONS",
     "SUBSAMPLED_GAUSSIAN",
     "PrivacyReport",
-    "Release",
+    "ReleaseEvent",
     "ReleaseSpec",
     "algorithm_params",
     "barker_release",

@@ -72,7 +72,7 @@ from .events import (
     BARKER,
     GAUSSIAN,
     SUBSAMPLED_GAUSSIAN,
-    Release,
+    ReleaseEvent,
     ReleaseSpec,
 )
 from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
@@ -95,7 +95,7 @@ __all__ = [
     "GAUSSIAN",
     "SUBSAMPLED_GAUSSIAN",
     "BARKER",
-    "Release",
+    "ReleaseEvent",
     "ReleaseSpec",
     "algorithm_params",
     "supported_accountants",
@@ -184,7 +184,7 @@ def _check_param(name: str, value, n: int):
     raise AssertionError(name)  # every spec parameter is listed above
 
 
-def _check_mu(release: Release) -> Release:
+def _check_mu(release: ReleaseEvent) -> ReleaseEvent:
     lo, hi = _MU_RANGE
     mu = release.mu
     if mu is not None and not (math.isfinite(mu) and lo <= mu <= hi):
@@ -197,7 +197,7 @@ def _check_mu(release: Release) -> Release:
     return release
 
 
-def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Release, ...]]:
+def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[ReleaseEvent, ...]]:
     spec = _declaration(algorithm)
     n = check_int("n", n, minimum=1)
     check_param_names(algorithm, params, spec.required + spec.optional, spec.required,
@@ -209,7 +209,7 @@ def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Releas
     return n, clean, tuple(_check_mu(r) for r in spec.build(n, clean))
 
 
-def releases(algorithm: str, n: int, **params) -> tuple[Release, ...]:
+def releases(algorithm: str, n: int, **params) -> tuple[ReleaseEvent, ...]:
     """What one iteration of ``algorithm`` releases, validated.
 
     Parameters
@@ -223,7 +223,7 @@ def releases(algorithm: str, n: int, **params) -> tuple[Release, ...]:
 
     Returns
     -------
-    tuple of Release
+    tuple of ReleaseEvent
     """
     return _validated(algorithm, n, params)[2]
 
@@ -278,7 +278,7 @@ def _check_relation(relation, algorithm: str, accountant: str) -> str:
 class _Accounting:
     """(ε, δ) of `total` composed iterations of one algorithm under one accountant."""
 
-    def __init__(self, rels: tuple[Release, ...], accountant: str, relation: str = RELATION,
+    def __init__(self, rels: tuple[ReleaseEvent, ...], accountant: str, relation: str = RELATION,
                  init_mu: float = 0.0):
         self.rels = rels
         self.accountant = accountant

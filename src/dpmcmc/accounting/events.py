@@ -3,11 +3,11 @@
 An algorithm declares its releases once (a :class:`ReleaseSpec`, held by its spec in
 ``dpmcmc.samplers``); the accountants of :mod:`dpmcmc.accounting.budget` compose the events,
 and the samplers' mechanisms draw their noise from the same events
-(:meth:`Release.noise_std`), so the σ drawn and the μ charged come from one constructor.
+(:meth:`ReleaseEvent.noise_std`), so the σ drawn and the μ charged come from one constructor.
 
 Units: a released statistic is a sum of terms each bounded in norm by a per-example ``bound``;
-under the substitute relation its sensitivity is ``2 * bound``. ``Release.sigma`` is the noise
-standard deviation divided by ``bound``, and ``Release.mu = Δ²/(2σ²) = 2/sigma²``.
+under the substitute relation its sensitivity is ``2 * bound``. ``ReleaseEvent.sigma`` is the noise
+standard deviation divided by ``bound``, and ``ReleaseEvent.mu = Δ²/(2σ²) = 2/sigma²``.
 
 * :func:`gaussian_release`: a full-data Gaussian mechanism with noise parameter τ (thesis
   convention, 001 §4.2): σ = 2 τ √n · bound, hence μ = 1/(2 τ² n).
@@ -32,7 +32,7 @@ __all__ = [
     "SUBSAMPLED_GAUSSIAN",
     "BARKER",
     "BARKER_NOISE_VARIANCE",
-    "Release",
+    "ReleaseEvent",
     "ReleaseSpec",
     "gaussian_release",
     "subsampled_gaussian_release",
@@ -48,7 +48,7 @@ BARKER_NOISE_VARIANCE = 2.0
 
 
 @dataclass(frozen=True)
-class Release:
+class ReleaseEvent:
     """One kind of accounted release made in every iteration of an algorithm.
 
     Attributes
@@ -145,18 +145,18 @@ class ReleaseSpec:
     optional : tuple of str
         Privacy parameter names it may take.
     build : callable
-        ``build(n, params) -> tuple[Release, ...]`` from validated parameters (only the names
+        ``build(n, params) -> tuple[ReleaseEvent, ...]`` from validated parameters (only the names
         above, the optional ones possibly absent).
     """
 
     kind: str
     required: tuple[str, ...]
-    build: Callable[[int, dict], tuple[Release, ...]]
+    build: Callable[[int, dict], tuple[ReleaseEvent, ...]]
     optional: tuple[str, ...] = ()
 
 
 def gaussian_release(name: str, per_iteration: int, tau: float, n: int,
-                     param: str = "tau") -> Release:
+                     param: str = "tau") -> ReleaseEvent:
     """A full-data Gaussian release with noise parameter τ: σ = 2 τ √n per unit bound.
 
     σ = 2 τ √n × bound and sensitivity 2 × bound give μ = 1/(2 τ² n) per release; μ is divided
@@ -167,12 +167,12 @@ def gaussian_release(name: str, per_iteration: int, tau: float, n: int,
         mu = 0.5 / n / tau / tau
     except ZeroDivisionError:  # τ = 0: no noise, refused by the accountant (kernels may test it)
         mu = math.inf
-    return Release(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=mu,
+    return ReleaseEvent(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=mu,
                    source=(param, tau))
 
 
 def subsampled_gaussian_release(name: str, sigma: float, batch_size: int, n: int, param: str,
-                                value) -> Release:
+                                value) -> ReleaseEvent:
     """A Gaussian release on a batch of ``batch_size`` of ``n`` records, σ per unit bound.
 
     ``param``/``value``: the parameter that set σ (named if the accountant refuses it).
@@ -181,11 +181,11 @@ def subsampled_gaussian_release(name: str, sigma: float, batch_size: int, n: int
         mu = 2.0 / sigma / sigma
     except ZeroDivisionError:  # σ = 0: no noise, refused by the accountant
         mu = math.inf
-    return Release(name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=mu, q=batch_size / n,
+    return ReleaseEvent(name, SUBSAMPLED_GAUSSIAN, 1, sigma=sigma, mu=mu, q=batch_size / n,
                    batch_size=batch_size, source=(param, value))
 
 
-def barker_release(batch_size: int, n: int, n0: float | None = None) -> Release:
+def barker_release(batch_size: int, n: int, n0: float | None = None) -> ReleaseEvent:
     """One DP Barker test on a batch of ``batch_size`` (002 Thm 2), tempering size ``n0``.
 
     Raises ``ValueError`` naming ``batch_size`` if no RDP order applies (b ≤ 10) and naming
@@ -193,5 +193,5 @@ def barker_release(batch_size: int, n: int, n0: float | None = None) -> Release:
     """
     barker_orders(batch_size)  # raises ValueError naming batch_size if b <= 10
     n0 = float(n) if n0 is None else check_n0(n0, n)
-    return Release("barker acceptance test", BARKER, 1, q=batch_size / n, batch_size=batch_size,
+    return ReleaseEvent("barker acceptance test", BARKER, 1, q=batch_size / n, batch_size=batch_size,
                    noise_variance=BARKER_NOISE_VARIANCE, clip_bound=math.sqrt(batch_size) / n0)

@@ -37,8 +37,6 @@ __all__ = ["gaussian_delta", "log_gaussian_delta", "gaussian_epsilon", "gaussian
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _LOG_HALF = math.log(0.5)
-# Smallest δ that gaussian_delta promises to return as a nonzero value.
-_DELTA_FLOOR = 1e-300
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
 # Above this t, 2/√π − 2t·erfcx(t) loses more than ~1e-13 relative; the asymptotic
 # series is used instead (its first omitted term is < 1e-17 relative for t ≥ 20).

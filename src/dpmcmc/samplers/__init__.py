@@ -9,7 +9,7 @@
   ``step(key, state, data) -> (state, info)``; the ``build_*`` functions build kernels from a
   model and parameters (and a noise source), without data.
 - :func:`sensitivity`, :func:`gaussian_mechanism` — the mechanism; its noise scale is the
-  release event's (:meth:`dpmcmc.accounting.Release.noise_std`), shared with the accountant.
+  release event's (:meth:`dpmcmc.accounting.ReleaseEvent.noise_std`), shared with the accountant.
 """
 from dpmcmc.samplers._driver import compiled_chunk, init_states, run_chains
 from dpmcmc.samplers._mechanisms import gaussian_mechanism, sensitivity

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 Array = Any
 
-__all__ = ["bit_reverse32", "halton_multiplier", "draw_mask", "halton_step_sizes"]
+__all__ = ["bit_reverse32", "halton_multiplier", "draw_mask"]
 
 _TWO_M32 = 2.0 ** -32
 
@@ -50,21 +50,3 @@ def halton_multiplier(index: Array, mask: Array, dtype=None) -> Array:
     h = (hi * 65536.0 + lo + 0.5) * jnp.asarray(_TWO_M32, dtype)
     # In float32 the top cell rounds up to 1.0; keep the interval open.
     return jnp.minimum(h, jnp.asarray(1.0, dtype) - jnp.finfo(dtype).epsneg)
-
-
-def halton_step_sizes(key: Array, num: int, step_size: float, dtype=None) -> Array:
-    """The first ``num`` step sizes ``η · h_i`` of one chain whose scrambling mask comes from ``key``.
-
-    Parameters
-    ----------
-    key : PRNG key
-    num : int
-    step_size : float
-        Base step size η; the returned values lie in ``(0, η)``.
-
-    Returns
-    -------
-    array (num,)
-    """
-    mask = draw_mask(key)
-    return step_size * halton_multiplier(jnp.arange(num, dtype=jnp.uint32), mask, dtype)

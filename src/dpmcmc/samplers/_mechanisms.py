@@ -5,7 +5,7 @@ sum over the n records of terms each bounded in norm by ``bound`` (a log-likelih
 to ``[-b‖θ−θ'‖, b‖θ−θ'‖]``, or a gradient clipped to norm ``b_g``). Under the substitute
 relation its sensitivity is ``2 * bound``. The noise scale is not defined here: it is the
 ``noise_std(bound)`` of the release event the accountant composes
-(:class:`dpmcmc.accounting.Release`; e.g. σ = 2 τ √n · bound for a full-data Gaussian release,
+(:class:`dpmcmc.accounting.ReleaseEvent`; e.g. σ = 2 τ √n · bound for a full-data Gaussian release,
 which costs ``μ = sensitivity² / (2 σ²) = 1 / (2 τ² n)`` in the Gaussian composition of 000
 Thm 2.4 and 001 Thms 6, 12), so the σ drawn and the μ charged come from one constructor.
 ``τ`` is the thesis' parametrisation (001 §4.2); the paper's τ (000 §3) equals ours times √n.
@@ -52,7 +52,7 @@ def gaussian_mechanism(key: Array, value: Array, sigma: Array,
         The (clipped) statistic to release; its shape is kept.
     sigma : float or array
         Noise standard deviation, broadcast against ``value``; from the release event's
-        :meth:`dpmcmc.accounting.Release.noise_std`.
+        :meth:`dpmcmc.accounting.ReleaseEvent.noise_std`.
     noise : NoiseSource, optional
         Where the noise comes from: the kernel's own source (default: :data:`DEFAULT_NOISE`,
         ``jax.random.normal(key)``; ChaCha20 under the run's secret in secure mode).

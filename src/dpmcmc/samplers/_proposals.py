@@ -108,13 +108,13 @@ def finish_move(state: ProposalState, theta_new: Array, component: Array, accept
 
 #: ``release(keys, theta, theta_new, data, cache) -> (data_term, noise_sd, clip_fraction, taps,
 #: rows)``.
-Release = Callable[[Any, Array, Array, Any, Any], tuple]
+ReleaseFn = Callable[[Any, Array, Array, Any, Any], tuple]
 #: ``accept(key, noisy_log_ratio, noise_sd) -> (accepted, nan)``.
 Accept = Callable[[Array, Array, Array], tuple]
 
 
 def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int,
-                        release: Release, accept: Accept
+                        release: ReleaseFn, accept: Accept
                         ) -> Callable[[Array, ProposalState, Any, Any], tuple]:
     """The step skeleton of the propose-then-test samplers: propose → release → prior → accept.
 

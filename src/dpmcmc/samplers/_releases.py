@@ -22,10 +22,10 @@ from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum, clipped_l
 
 Array = Any
 
-__all__ = ["Release", "release_llr", "release_llr_cached", "release_grad"]
+__all__ = ["NoisySum", "release_llr", "release_llr_cached", "release_grad"]
 
 
-class Release(NamedTuple):
+class NoisySum(NamedTuple):
     """One Gaussian release: the noisy value, its noise std, and a NON-private clip count."""
 
     value: Array
@@ -35,8 +35,8 @@ class Release(NamedTuple):
 
 def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, tau: float,
                 clip: float, *, block_size: Optional[int] = None,
-                noise: Optional[NoiseSource] = None) -> Release:
-    """Release ``Σ_j clip_c(ℓ_j(θ') − ℓ_j(θ)) + N(0, σ²)``, ``c = b‖θ−θ'‖``, ``σ = 2τ√n c``.
+                noise: Optional[NoiseSource] = None) -> NoisySum:
+    """NoisySum ``Σ_j clip_c(ℓ_j(θ') − ℓ_j(θ)) + N(0, σ²)``, ``c = b‖θ−θ'‖``, ``σ = 2τ√n c``.
 
     Parameters
     ----------
@@ -55,7 +55,7 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
 
     Returns
     -------
-    Release
+    NoisySum
     """
     def ratio_pass(clip_to):
         total, count = clipped_llr_sum(model, data, theta, theta_new, clip_to, nan_to_bound=True,
@@ -68,14 +68,14 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
 def release_llr_cached(key: Array, model, data: Array, cache: Array, theta: Array,
                        theta_new: Array, tau: float, clip: float, *,
                        block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
-                       ) -> tuple[Release, Array]:
+                       ) -> tuple[NoisySum, Array]:
     """:func:`release_llr` with ℓ_j(θ) read from the chunk-local ``cache``
     (``_passes.loglik_rows(model, data, θ)``): the same release, bit for bit, for one model
     evaluation per row instead of two.
 
     Returns
     -------
-    release : Release
+    release : NoisySum
     rows : array
         ℓ_j(θ') per row, laid out like ``cache``: the cache if the move is accepted. Computed
         from the raw data and NOT private (see :class:`~dpmcmc.samplers._types.ChunkCache`).
@@ -88,7 +88,7 @@ def release_llr_cached(key: Array, model, data: Array, cache: Array, theta: Arra
 
 
 def _llr_release(key, data, theta, theta_new, tau, clip, noise, ratio_pass
-                 ) -> tuple[Release, Any]:
+                 ) -> tuple[NoisySum, Any]:
     """The one Gaussian mechanism of the log-likelihood ratio: bound, clipped pass
     (``ratio_pass(clip_to) -> (total, count, rows)``), noise. Returns the release and the
     pass's rows."""
@@ -98,13 +98,13 @@ def _llr_release(key, data, theta, theta_new, tau, clip, noise, ratio_pass
     clip_to = bound if noise is None else noise.clip_bound(bound)
     total, count, rows = ratio_pass(clip_to)
     sigma = gaussian_release("log-likelihood ratio", 1, tau, n).noise_std(bound)
-    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count), rows
+    return NoisySum(gaussian_mechanism(key, total, sigma, noise), sigma, count), rows
 
 
 def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, grad_clip: float, *,
                  method: str = "auto", block_size: Optional[int] = None,
-                 grad_dtype: Optional[str] = None, noise: Optional[NoiseSource] = None) -> Release:
-    """Release ``Σ_j clip_{b_g}(∇ℓ_j(θ)) + N(0, σ_g² I)`` with ``σ_g = 2 τ_g √n b_g``.
+                 grad_dtype: Optional[str] = None, noise: Optional[NoiseSource] = None) -> NoisySum:
+    """NoisySum ``Σ_j clip_{b_g}(∇ℓ_j(θ)) + N(0, σ_g² I)`` with ``σ_g = 2 τ_g √n b_g``.
 
     Parameters
     ----------
@@ -124,7 +124,7 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
 
     Returns
     -------
-    Release
+    NoisySum
     """
     n = num_rows(data)
     dtype = jnp.result_type(theta, jnp.float32)
@@ -133,4 +133,4 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     total, count = clipped_grad_sum(model, data, theta, clip_to,
                                     method=method, block_size=block_size, grad_dtype=grad_dtype)
     sigma = gaussian_release("gradient", 1, tau_g, n, "tau_g").noise_std(bound)
-    return Release(gaussian_mechanism(key, total, sigma, noise), sigma, count)
+    return NoisySum(gaussian_mechanism(key, total, sigma, noise), sigma, count)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from scipy.special import ndtr
 
 from dpmcmc.accounting._checks import check_int, check_param_names
-from dpmcmc.accounting.events import Release, ReleaseSpec
+from dpmcmc.accounting.events import ReleaseEvent, ReleaseSpec
 from dpmcmc.samplers._layout import prepare_data
 from dpmcmc.samplers._sharding import ShardedRows, shard_rows
 from dpmcmc.samplers._types import Kernel
@@ -64,7 +64,7 @@ class NoiseLine:
         return self.reference.startswith("acceptance ceiling")
 
 
-def acceptance_line(release: Release, bound: float, step: float, what: str) -> NoiseLine:
+def acceptance_line(release: ReleaseEvent, bound: float, step: float, what: str) -> NoiseLine:
     """A penalty test's noise line: the release event's σ (what the kernel draws) for a ratio
     bound ``bound`` (clip × move length), against the acceptance ceiling 2Φ(−σ/2) it allows on
     a flat target (accept iff N(−σ²/2, σ²) > log U)."""
@@ -175,7 +175,7 @@ class AlgorithmSpec(NamedTuple):
             return as_rows(data)
         return shard_rows(data, mesh, axis_name=axis_name)
 
-    def events(self, n: int, params: dict) -> tuple[Release, ...]:
+    def events(self, n: int, params: dict) -> tuple[ReleaseEvent, ...]:
         """What one iteration releases on ``n`` records with prepared ``params`` (non-private: ())."""
         if self.releases is None:
             return ()

@@ -83,22 +83,12 @@ from dpmcmc.accounting._checks import (
 from dpmcmc.accounting.events import (
     BARKER,
     BARKER_NOISE_VARIANCE,
-    Release as ReleaseEvent,
+    ReleaseEvent,
     ReleaseSpec,
     barker_release,
 )
 from dpmcmc.samplers._barker_correction import (
-    LOG_ODDS_RANGE,
-    LOG_ODDS_TARGET,
-    LOGISTIC_VARIANCE,
-    SUP_CDF_TARGET,
-    CorrectionMixture,
-    acceptance_probability,
-    correction_error,
-    correction_mixture,
-    fit_correction,
     sample_correction,
-    validate_correction_variance,
 )
 from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
@@ -119,17 +109,6 @@ from dpmcmc.samplers._types import Kernel, TappedKernel
 Array = Any
 
 __all__ = [
-    "LOGISTIC_VARIANCE",
-    "SUP_CDF_TARGET",
-    "LOG_ODDS_TARGET",
-    "LOG_ODDS_RANGE",
-    "CorrectionMixture",
-    "validate_correction_variance",
-    "fit_correction",
-    "correction_mixture",
-    "correction_error",
-    "acceptance_probability",
-    "sample_correction",
     "DP_BARKER_C",
     "MIN_BATCH_SIZE",
     "BarkerRelease",

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.accounting._checks import check_choice, check_positive
-from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
+from dpmcmc.accounting.events import GAUSSIAN, ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._layout import GRAD_DTYPES, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS

@@ -41,7 +41,7 @@ from typing import Any, Callable, Optional
 import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_choice, check_per_dim, check_positive
-from dpmcmc.accounting.events import GAUSSIAN, Release as ReleaseEvent, ReleaseSpec, gaussian_release
+from dpmcmc.accounting.events import GAUSSIAN, ReleaseEvent, ReleaseSpec, gaussian_release
 from dpmcmc.samplers._mechanisms import NoiseSource
 from dpmcmc.samplers._layout import num_rows
 from dpmcmc.samplers._penalty import penalty_accept

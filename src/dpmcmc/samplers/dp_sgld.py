@@ -54,7 +54,7 @@ import jax.numpy as jnp
 from dpmcmc.accounting._checks import check_batch_size, check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import (
     SUBSAMPLED_GAUSSIAN,
-    Release as ReleaseEvent,
+    ReleaseEvent,
     ReleaseSpec,
     subsampled_gaussian_release,
 )
@@ -62,7 +62,7 @@ from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
 from dpmcmc.samplers._layout import auto_block_size, num_rows
 from dpmcmc.samplers._passes import GRAD_METHODS, clipped_grad_sum
-from dpmcmc.samplers._releases import Release
+from dpmcmc.samplers._releases import NoisySum
 from dpmcmc.samplers._audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
                                            log_mixture_ratio, one_sided_design)
 from dpmcmc.samplers._defaults import (TARGET_SGLD_DISCRETISATION, TARGET_SGLD_RATIO, PublicScale,
@@ -87,7 +87,7 @@ class SGLDState(NamedTuple):
 def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size: int,
                        noise_multiplier: float, grad_clip: float, *, method: str = "auto",
                        block_size: Optional[int] = None, noise: Optional[NoiseSource] = None
-                       ) -> tuple[Release, Array]:
+                       ) -> tuple[NoisySum, Array]:
     """Draw a batch and release ``Σ_{j∈B} clip_C(∇ℓ_j(θ)) + N(0, (noise_multiplier·C)² I)``.
 
     The only data access of DP-SGLD and DP-SGNHT: a fixed-size batch drawn without replacement,
@@ -116,7 +116,7 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
 
     Returns
     -------
-    release : Release
+    release : NoisySum
         ``value`` the noisy UNTEMPERED batch sum (dim,), ``sigma = noise_multiplier · C``,
         ``clip_count`` (NOT private) the number of batch gradients clipped.
     indices : array (b,)
@@ -134,7 +134,7 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     # σ = noise_multiplier·C, read from the event the accountant composes.
     (event,) = sgd_releases(n, {"noise_multiplier": noise_multiplier, "batch_size": batch_size})
     sigma = event.noise_std(bound)
-    return Release(gaussian_mechanism(k_noise, total, sigma, noise), sigma, count), idx
+    return NoisySum(gaussian_mechanism(k_noise, total, sigma, noise), sigma, count), idx
 
 
 def gradient_estimator(model, batch_size: int, noise_multiplier: float, grad_clip: float, *,
@@ -145,7 +145,7 @@ def gradient_estimator(model, batch_size: int, noise_multiplier: float, grad_cli
     Returns
     -------
     callable
-        ``grad(key, theta, data) -> (g_hat, release)`` with ``release`` the :class:`Release` of
+        ``grad(key, theta, data) -> (g_hat, release)`` with ``release`` the :class:`NoisySum` of
         :func:`release_batch_grad` (untempered); ``n`` is the data's row count.
     """
     prior_grad = jax.grad(model.log_prior)

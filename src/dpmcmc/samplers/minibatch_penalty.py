@@ -75,7 +75,7 @@ from scipy.special import ndtr
 from dpmcmc.accounting._checks import check_batch_size, check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import (
     SUBSAMPLED_GAUSSIAN,
-    Release as ReleaseEvent,
+    ReleaseEvent,
     ReleaseSpec,
     subsampled_gaussian_release,
 )
