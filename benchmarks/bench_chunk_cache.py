@@ -1,6 +1,6 @@
 """DP penalty with and without its chunk-local cache of ℓ_j(θ), per model: where the cache pays.
 
-The cache (``Kernel.cached``, see ``src/dpmcmc/samplers/_types.py``) saves one model evaluation
+The cache (``Kernel.cached``, see ``src/dpmcmc/kernels/types.py``) saves one model evaluation
 per record and iteration and costs storing ℓ_j(θ') of every record and selecting the new cache.
 Whether it pays depends on the model's per-record cost; DP penalty decides from
 ``_passes.record_cost`` (an estimate from the jaxpr) against ``_passes.CACHE_MIN_COST``. This
@@ -34,7 +34,7 @@ from _timing import cpu_time  # noqa: E402
 from dpmcmc.models import circle, gaussian, gaussian_mixture, logistic_regression, preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS, build_dp_penalty  # noqa: E402
-from dpmcmc.samplers._passes import CACHE_MIN_COST, record_cost  # noqa: E402
+from dpmcmc.records.passes import CACHE_MIN_COST, record_cost  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 N, CHAINS = 100_000, 4

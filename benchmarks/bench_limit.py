@@ -76,7 +76,7 @@ from _common import autodiff_model, init_all, make_runner, record_functions  # n
 from dpmcmc.models import preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
-from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum  # noqa: E402
+from dpmcmc.records.passes import clipped_grad_sum, clipped_llr_sum  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHAINS = 4

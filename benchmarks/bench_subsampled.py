@@ -55,7 +55,7 @@ jax.config.update("jax_enable_x64", True)
 from dpmcmc.models import preset  # noqa: E402
 from _common import autodiff_model  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS  # noqa: E402
-from dpmcmc.samplers._minibatch import sample_batch_indices  # noqa: E402
+from dpmcmc.kernels.minibatch import sample_batch_indices  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SAMPLERS = ("dp-barker", "minibatch-penalty", "dp-sgld", "dp-sgnht")
@@ -216,7 +216,7 @@ def index_variants(ns, reps, log):
     a sort of all b slots every round) and ours with the refill turned off (sorted rounds on
     exact one-word integers). The refill size is read at trace time, so it is patched only
     while the baseline is traced."""
-    from dpmcmc.samplers import _minibatch
+    from dpmcmc.kernels import minibatch as _minibatch
 
     rows = []
     iters = 200
@@ -304,7 +304,7 @@ jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, {bench_dir!r})
 from bench_subsampled import interleaved, sampler_params, sampler_runner
 from dpmcmc.models import preset
-from dpmcmc.samplers._sharding import data_mesh, shard_rows
+from dpmcmc.records.sharding import data_mesh, shard_rows
 p = preset("banana-2d", n={n})
 alg, iters = {alg!r}, 100
 params = sampler_params(p, alg)

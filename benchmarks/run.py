@@ -46,7 +46,7 @@ from dpmcmc.models import banana, preset  # noqa: E402
 from dpmcmc.models.base import Model  # noqa: E402
 from dpmcmc.models.gaussian import gaussian  # noqa: E402
 from dpmcmc.samplers import ALGORITHMS, Kernel  # noqa: E402
-from dpmcmc.samplers._layout import prepare_data  # noqa: E402
+from dpmcmc.records.layout import prepare_data  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -449,7 +449,7 @@ sys.path.insert(0, {bench_dir!r})
 from run import autodiff_model, init_all, make_runner, cpu_time, sampler_params
 from dpmcmc.models import preset
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers._sharding import data_mesh
+from dpmcmc.records.sharding import data_mesh
 p = preset("banana-2d", n={n})
 model = autodiff_model(p.model)
 res = {{}}

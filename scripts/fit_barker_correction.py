@@ -5,10 +5,10 @@ Usage::
     .venv/bin/python scripts/fit_barker_correction.py --C 2.0 \
         --out src/dpmcmc/data/barker_correction_C2.json
 
-The fit is the linear programme of :func:`dpmcmc.samplers._barker_correction.fit_correction`
+The fit is the linear programme of :func:`dpmcmc.kernels.barker_correction.fit_correction`
 (deterministic). The file holds the symmetric-pair parameters (pair k is
 ``w_k/2 N(m_k, s_k^2) + w_k/2 N(-m_k, s_k^2)``) and the errors measured by exact convolution;
-:func:`dpmcmc.samplers._barker_correction.correction_mixture` loads ``barker_correction_C{C:g}.json`` from
+:func:`dpmcmc.kernels.barker_correction.correction_mixture` loads ``barker_correction_C{C:g}.json`` from
 the package data when it exists for exactly that C.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from dpmcmc.samplers._barker_correction import (
+from dpmcmc.kernels.barker_correction import (
     LOG_ODDS_RANGE,
     LOG_ODDS_TARGET,
     SUP_CDF_TARGET,

@@ -83,7 +83,8 @@ def forbid_noise(monkeypatch) -> None:
     Input errors must come before any run or noise draw; a test that expects one uses this so
     that a late error shows up as NoiseDrawn instead of passing.
     """
-    from dpmcmc.samplers import _driver, _mechanisms
+    from dpmcmc.runtime import driver as _driver
+    from dpmcmc.kernels import mechanisms as _mechanisms
 
     def fail(*args, **kwargs):
         raise NoiseDrawn("the sampler ran (noise could be drawn) before the input was rejected")
@@ -100,7 +101,7 @@ def fresh_program_cache(monkeypatch) -> None:
     what the model and the parameters compute, not on the library's code, so a program cached
     before the patch would run without it, and one traced under the patch must not serve a
     later test."""
-    from dpmcmc import _compile_cache
+    from dpmcmc.runtime import compile_cache as _compile_cache
 
     monkeypatch.setattr(_compile_cache, "PROGRAMS",
                         _compile_cache._LRU(_compile_cache.PROGRAMS.maxsize))
@@ -115,7 +116,7 @@ def count_secure_draws(monkeypatch) -> "collections.Counter":
 
     import jax
 
-    from dpmcmc.samplers import _mechanisms
+    from dpmcmc.kernels import mechanisms as _mechanisms
 
     counts = collections.Counter()
     lock = threading.Lock()  # runs in threads count into the same Counter

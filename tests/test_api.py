@@ -9,7 +9,7 @@ import pytest
 import dpmcmc
 from dpmcmc import _keys
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import _driver
+from dpmcmc.runtime import driver as _driver
 
 from api_params import gaussian_data, gaussian_model, valid_params
 

@@ -29,9 +29,9 @@ from dpmcmc.audit import (
     select_threshold,
 )
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.kernels import mechanisms as _mechanisms
+from dpmcmc.records.clip import clip_gradients, clip_ratios
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
 from _audit_cli import cli_audit
 
 FAST_TRIALS = 200_000

@@ -24,7 +24,7 @@ from dpmcmc import accounting
 from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit import FAR
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers import _mechanisms
+from dpmcmc.kernels import mechanisms as _mechanisms
 from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
 from dpmcmc.samplers.barker import tapped_dp_barker
 from _audit_cli import cli_audit

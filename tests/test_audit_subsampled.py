@@ -23,8 +23,8 @@ from dpmcmc import accounting
 from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit import FAR, SUBSAMPLED_N
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.kernels import mechanisms as _mechanisms
+from dpmcmc.kernels.mechanisms import NoiseSource
 from _audit_cli import cli_audit
 
 # The audits (2·10⁵ chains) are compiled at XLA level 1 (marked ``xla_optimized``,

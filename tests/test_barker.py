@@ -17,7 +17,7 @@ from dpmcmc import accounting
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
 from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
-from dpmcmc.samplers._mechanisms import gaussian_mechanism
+from dpmcmc.kernels.mechanisms import gaussian_mechanism
 from dpmcmc.samplers.barker import (
     DP_BARKER_C,
     barker_accept,
@@ -27,7 +27,7 @@ from dpmcmc.samplers.barker import (
     release_barker,
     tapped_dp_barker,
 )
-from dpmcmc.samplers._barker_correction import (
+from dpmcmc.kernels.barker_correction import (
     SUP_CDF_TARGET,
     acceptance_probability,
 )

@@ -17,7 +17,7 @@ from scipy import stats
 from scipy.signal import fftconvolve
 from scipy.special import expit, logit, ndtr
 
-from dpmcmc.samplers._barker_correction import (
+from dpmcmc.kernels.barker_correction import (
     LOG_ODDS_TARGET,
     SUP_CDF_TARGET,
     acceptance_probability,
@@ -272,7 +272,7 @@ def test_large_C_warns_and_misses_targets():
     # Honest limit: near π²/3 no Gaussian-mixture correction (indeed no distribution) reaches
     # the targets; the on-demand fit warns.
     # The per-C cache warns once; start from an empty cache so the warning is observable.
-    from dpmcmc.samplers import _barker_correction
+    from dpmcmc.kernels import barker_correction as _barker_correction
 
     _barker_correction._cached_mixture.cache_clear()
     with pytest.warns(UserWarning, match="C=2.5"):

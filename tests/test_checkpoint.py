@@ -11,8 +11,8 @@ import pytest
 
 import dpmcmc
 from dpmcmc import accounting
-from dpmcmc._checkpoint import CheckpointError, read_checkpoint
-from dpmcmc.samplers import _driver
+from dpmcmc.runtime.checkpoint import CheckpointError, read_checkpoint
+from dpmcmc.runtime import driver as _driver
 
 from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
 

@@ -13,7 +13,7 @@ import pytest
 
 import dpmcmc
 from dpmcmc.models import preset
-from dpmcmc.samplers._driver import chunk_length
+from dpmcmc.runtime.driver import chunk_length
 from test_compile_cache import PENALTY, CompileCounter
 
 

@@ -156,7 +156,7 @@ def test_secure_mode_and_warmup_keep_the_draws(setup):
     the same run uncached: a cache broken by either would change its draws. (Two programs where
     one pair for each costs four.)"""
     from dpmcmc.samplers import ALGORITHMS
-    from dpmcmc.samplers._warmup import adaptive_kernel
+    from dpmcmc.kernels.warmup import adaptive_kernel
 
     model, spec, params, laid_out, theta0 = setup
     key = jax.random.key(8)
@@ -217,7 +217,7 @@ _CHILD_SETUP = r"""
     jax.config.update("jax_enable_x64", True)
     from dpmcmc.models.base import Model
     from dpmcmc.samplers import ALGORITHMS, Kernel, build_dp_penalty, run_chains
-    from dpmcmc.samplers._sharding import data_mesh
+    from dpmcmc.records.sharding import data_mesh
 
     def log_likelihood(theta, x):
         r = x - theta

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import dpmcmc
-from dpmcmc import _compile_cache
+from dpmcmc.runtime import compile_cache as _compile_cache
 from dpmcmc.models import preset
 
 PENALTY = dict(tau=0.17, proposal_std=0.06, clip=0.15)
@@ -130,7 +130,7 @@ def test_model_key_tells_apart_what_a_trace_would():
     record shape; an array constant over the size limit is keyed by identity."""
     import jax.numpy as jnp
 
-    from dpmcmc._compile_cache import model_key
+    from dpmcmc.runtime.compile_cache import model_key
 
     def make(c, temperature=1.0, record_shape=None, big=None):
         def ll(theta, x):

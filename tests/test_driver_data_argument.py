@@ -235,7 +235,7 @@ HOST_DEVICE_CHILD = textwrap.dedent(r"""
     from dpmcmc import api
     from dpmcmc.models import preset
     from dpmcmc.samplers import ALGORITHMS, Kernel, compiled_chunk
-    from dpmcmc.samplers._sharding import data_mesh
+    from dpmcmc.records.sharding import data_mesh
 
     p = preset("banana-2d", n=16001, key=jax.random.key(0))  # 16 blocks of 1024 rows, 4 per device
     params = dict(tau=0.17, proposal_std=0.06, clip=0.15, block_size=1024)

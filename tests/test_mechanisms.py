@@ -14,15 +14,15 @@ import pytest
 from dpmcmc.models.base import Model
 from dpmcmc.accounting import gaussian_release, releases
 from dpmcmc.samplers import gaussian_mechanism, sensitivity
-from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._passes import (
+from dpmcmc.records.clip import clip_gradients, clip_ratios
+from dpmcmc.records.passes import (
     clipped_grad_sum,
     clipped_llr_sum,
     loglik_sum,
     loglik_sum_and_grad,
     per_example_grads,
 )
-from dpmcmc.samplers._releases import release_grad, release_llr
+from dpmcmc.kernels.releases import release_grad, release_llr
 
 N_DRAWS = 20000
 REL_TOL = 5.0 / math.sqrt(2 * N_DRAWS)  # 5 standard errors of an empirical std: 2.5%
@@ -246,7 +246,7 @@ def test_knorm_mechanism_draws_the_linf_k_norm_law():
     variances within 5 % (4000 draws: the sampling sd of a variance ratio is ~3 %)."""
     from scipy import stats
 
-    from dpmcmc.samplers._mechanisms import knorm_mechanism
+    from dpmcmc.kernels.mechanisms import knorm_mechanism
 
     widths, eps = jnp.array([2.0, 2.0, 0.5, 1.0]), 1.7
     value = jnp.array([10.0, -3.0, 0.0, 1.0], jnp.float32)
@@ -262,7 +262,7 @@ def test_knorm_mechanism_draws_the_linf_k_norm_law():
     np.testing.assert_allclose(z.var(0) / expect, 1.0, atol=0.05 * 3)
     assert np.max(np.abs(np.corrcoef(z.T) - np.eye(m))) < 0.1
     # With the noise scaled (the audit's miscalibrated source) the law is wrong: KS rejects.
-    from dpmcmc.samplers._mechanisms import NoiseSource
+    from dpmcmc.kernels.mechanisms import NoiseSource
 
     with jax.enable_x64(True):
         bad = jax.jit(jax.vmap(lambda k: knorm_mechanism(k, value, widths, eps,
@@ -272,7 +272,7 @@ def test_knorm_mechanism_draws_the_linf_k_norm_law():
 
 
 def test_knorm_mechanism_in_secure_mode_uses_the_secret():
-    from dpmcmc.samplers._mechanisms import NoiseSource, knorm_mechanism
+    from dpmcmc.kernels.mechanisms import NoiseSource, knorm_mechanism
     from dpmcmc.secure import secure_key
 
     key = jax.random.key(1)

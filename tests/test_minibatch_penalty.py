@@ -19,9 +19,10 @@ from dpmcmc import accounting
 from dpmcmc.diagnostics import mmd_test
 from dpmcmc.models import preset
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, _minibatch, run_chains
+from dpmcmc.kernels import minibatch as _minibatch
+from dpmcmc.samplers import ALGORITHMS, run_chains
 from dpmcmc.audit._variants import uncorrected_statistic
-from dpmcmc.samplers._minibatch import (
+from dpmcmc.kernels.minibatch import (
     batch_llr_moments,
     batch_rows,
     check_batch_size,
@@ -284,7 +285,7 @@ def _final_states(kernel, data, theta0, iterations, seed):
 @pytest.mark.parametrize("mode,chains", [
     # 1000 chains, two programs (~11 CPU-s): slow. In the default run the chain's exactness is
     # guarded by guided-walk-400 below (same problem, same check; the mode changes only the
-    # proposal, shared code of dpmcmc.samplers._proposals whose random-walk mode is exercised
+    # proposal, shared code of dpmcmc.kernels.proposals whose random-walk mode is exercised
     # by test_samplers_exact.py::test_dp_penalty_is_exact_with_noise_and_tempering and
     # test_barker.py::test_subsampled_chain_targets_the_tempered_posterior); the −σ_b²/2
     # correction in the released statistic by test_release_noise_matches_theorem_8 (its mean

@@ -293,7 +293,7 @@ def _neighbours(n=40, seed=8, beta=(-0.5, 1.5)):
 def gaussian_transcripts():
     """The plan and, for noise scales 1.0 and 0.6, (llr, M, pure_max) of 4000 runs (the same
     keys) of test_audit_transcript_privacy_loss, both computed by one compiled program."""
-    from dpmcmc.samplers._mechanisms import NoiseSource
+    from dpmcmc.kernels.mechanisms import NoiseSource
 
     d_set, dp_set = _neighbours()
     plan = nag.release_plan("logistic", len(d_set), 2, 2.0, 1e-5, steps=3, mechanism="gaussian")
@@ -327,7 +327,7 @@ def knorm_transcripts():
     """The plan and, for noise scales 1.0 and 0.5, (llr, M, pure_max) of the runs of
     test_audit_transcript_privacy_profile_with_the_knorm_round (the same keys; the loss computed
     with the noise really drawn), both computed by one compiled program."""
-    from dpmcmc.samplers._mechanisms import NoiseSource
+    from dpmcmc.kernels.mechanisms import NoiseSource
 
     d_set, dp_set = _neighbours(n=400, beta=(-0.5, 6.0))
     plan = nag.release_plan("logistic", len(d_set), 2, 1.0, 1e-5, steps=3)

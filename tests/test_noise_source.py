@@ -188,7 +188,7 @@ _X64_SETUP = """
     assert not jax.config.jax_enable_x64
     import dpmcmc
     from dpmcmc.models.base import Model
-    from dpmcmc.samplers._mechanisms import gaussian_mechanism
+    from dpmcmc.kernels.mechanisms import gaussian_mechanism
 
     out = {}
 

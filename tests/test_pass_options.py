@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import _passes as pe
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.records import passes as pe
+from dpmcmc.records.layout import prepare_data
 
 N = 8  # rows: tracing is what is tested, not speed
 DIM = 2

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpmcmc.samplers import _jaxpr_rewrite as jr
+from dpmcmc.records import jaxpr_rewrite as jr
 
 M = np.arange(9.0).reshape(3, 3) / 7.0
 
@@ -92,8 +92,8 @@ def test_auto_gradients_are_per_record_exactly_where_the_layout_says():
     rows and for more parameters; the same clipped sums either way."""
     from dpmcmc.models import Model, banana, gaussian
     from dpmcmc.samplers import ALGORITHMS
-    from dpmcmc.samplers._layout import prepare_data
-    from dpmcmc.samplers._passes import clipped_grad_sum, per_example_grads
+    from dpmcmc.records.layout import prepare_data
+    from dpmcmc.records.passes import clipped_grad_sum, per_example_grads
 
     n = 9000
     rng = np.random.default_rng(3)

@@ -1,6 +1,6 @@
 """Precision of the per-example passes, measured against float64 and exactly rounded sums.
 
-Design under test (dpmcmc.samplers._passes): log-likelihood ratios and their sum stay in
+Design under test (dpmcmc.records.passes): log-likelihood ratios and their sum stay in
 float64 with block sums combined by Neumaier compensation; per-example GRADIENTS may be float32,
 clipped to a bound shrunk by a few ulps and accumulated in float64.
 
@@ -21,8 +21,8 @@ import pytest
 
 from dpmcmc.models import banana, preset
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import _passes as pe
-from dpmcmc.samplers._layout import prepare_data
+from dpmcmc.records import passes as pe
+from dpmcmc.records.layout import prepare_data
 
 NEEDED = 1e-6   # what the acceptance test needs (see the module docstring)
 ASSERTED = 1e-9

@@ -23,7 +23,8 @@ import pytest
 
 import dpmcmc
 from dpmcmc.result import NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, ReleasedStatistics, load
-from dpmcmc.samplers import ALGORITHMS, _mechanisms
+from dpmcmc.kernels import mechanisms as _mechanisms
+from dpmcmc.samplers import ALGORITHMS
 
 from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
 

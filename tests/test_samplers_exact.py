@@ -153,7 +153,7 @@ def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
 
 
 # slow (~1.3 CPU-s, a chain program of its own): the power demonstration for DP-HMC. Its accept
-# step is the shared penalty_accept (dpmcmc.samplers._penalty), the one DP penalty uses; that
+# step is the shared penalty_accept (dpmcmc.kernels.penalty), the one DP penalty uses; that
 # this exactness check catches the test without its −σ²/2 term is shown in the default run by
 # test_dp_penalty_without_correction_is_detected, and DP-HMC's own exactness (which a missing
 # term breaks, as this test shows in the slow run) by

@@ -6,7 +6,7 @@ import pytest
 
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.samplers._halton import bit_reverse32, draw_mask, halton_multiplier
+from dpmcmc.kernels.halton import bit_reverse32, draw_mask, halton_multiplier
 
 
 def halton_step_sizes(key, num, step_size):

@@ -140,7 +140,7 @@ def test_every_algorithm_is_its_own_modules_spec():
 def test_spec_declarations_are_complete():
     from dpmcmc import accounting
     from dpmcmc.audit import AUDITS
-    from dpmcmc.samplers._spec import DATA_ACCESS
+    from dpmcmc.samplers.spec import DATA_ACCESS
 
     for name, spec in ALGORITHMS.items():
         assert spec.data_access in DATA_ACCESS

@@ -17,8 +17,9 @@ import pytest
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc._chacha import chacha20_block
-from dpmcmc.samplers import ALGORITHMS, _mechanisms
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.kernels import mechanisms as _mechanisms
+from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.secure import SecureKey, secure_key, secure_normal
 
 from api_params import count_secure_draws, gaussian_data, gaussian_model, valid_params
@@ -171,7 +172,7 @@ def test_noise_uniform_and_permutation_follow_the_mode():
     assert np.all((u >= 0) & (u < 1)) and not np.array_equal(u, jax.random.uniform(key, (5,)))
     assert sorted(perm.tolist()) == list(range(9))
     from dpmcmc.secure import secure_permutation, secure_uniform
-    from dpmcmc.samplers._mechanisms import _release_key
+    from dpmcmc.kernels.mechanisms import _release_key
     rk = _release_key(secret, key)
     np.testing.assert_array_equal(u, secure_uniform(rk, (5,)))
     np.testing.assert_array_equal(perm, secure_permutation(rk, 9))
@@ -181,8 +182,8 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     """The batch a subsampled sampler reads and the DP Barker correction come from ChaCha20
     under the run's secret: with the JAX key fixed, a different secret gives a different batch
     and different correction draws, and the same secret the same ones."""
-    from dpmcmc.samplers._barker_correction import sample_correction
-    from dpmcmc.samplers._minibatch import sample_batch_indices
+    from dpmcmc.kernels.barker_correction import sample_correction
+    from dpmcmc.kernels.minibatch import sample_batch_indices
 
     key = jax.random.key(11)
     n, b = 1000, 10

@@ -18,8 +18,8 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.gaussian import gaussian
 from dpmcmc.samplers import ALGORITHMS, build_dp_sgld, build_dp_sgnht
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._types import Info, Kernel
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.kernels.types import Info, Kernel
 from dpmcmc.samplers.dp_sgld import gradient_estimator, release_batch_grad
 from dpmcmc.samplers.dp_sgnht import SGNHTState
 

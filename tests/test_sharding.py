@@ -14,8 +14,8 @@ import pytest
 
 import dpmcmc
 from dpmcmc.models import preset
-from dpmcmc.samplers._registry import check_mesh
-from dpmcmc.samplers._sharding import data_mesh, shard_data
+from dpmcmc.samplers.registry import check_mesh
+from dpmcmc.records.sharding import data_mesh, shard_data
 
 from host_devices import check
 
@@ -27,9 +27,9 @@ _SETUP = r"""
     import dpmcmc
     from dpmcmc.models import preset
     from dpmcmc.models.base import Model
-    from dpmcmc.samplers import _passes as pe
-    from dpmcmc.samplers._layout import prepare_data
-    from dpmcmc.samplers._sharding import data_mesh, shard_data
+    from dpmcmc.records import passes as pe
+    from dpmcmc.records.layout import prepare_data
+    from dpmcmc.records.sharding import data_mesh, shard_data
 
     out = {"devices": len(jax.devices())}
     p = preset("banana-2d", n=10011)   # not a multiple of 4 blocks: padding on the last device

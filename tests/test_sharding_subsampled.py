@@ -13,8 +13,8 @@ import pytest
 
 from dpmcmc.models import preset
 from dpmcmc.samplers import ALGORITHMS as _ALGORITHMS
-from dpmcmc.samplers._registry import check_mesh
-from dpmcmc.samplers._sharding import data_mesh, shard_rows
+from dpmcmc.samplers.registry import check_mesh
+from dpmcmc.records.sharding import data_mesh, shard_rows
 
 # The algorithms that gather a fixed-size batch of rows per iteration (their specs say so).
 SUBSAMPLED = tuple(name for name, spec in _ALGORITHMS.items() if spec.data_access == "subsampled")
@@ -38,8 +38,8 @@ _SETUP = r"""
     import dpmcmc
     from dpmcmc.models import preset
     from dpmcmc.samplers import ALGORITHMS
-    from dpmcmc.samplers._minibatch import batch_rows
-    from dpmcmc.samplers._sharding import data_mesh, shard_rows
+    from dpmcmc.kernels.minibatch import batch_rows
+    from dpmcmc.records.sharding import data_mesh, shard_rows
     from dpmcmc.secure import secure_key
 
     out = {"devices": len(jax.devices())}

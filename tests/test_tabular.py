@@ -425,7 +425,7 @@ def test_sampler_defaults_meet_their_public_rules(n, d):
     multiplier buys the target iterations under RDP with the privacy noise per step at most the
     target fraction of the Langevin noise."""
     from dpmcmc import tabular
-    from dpmcmc.samplers._defaults import (MIN_DEFAULT_ITERATIONS, TARGET_CEILING, TARGET_KICK,
+    from dpmcmc.samplers.defaults import (MIN_DEFAULT_ITERATIONS, TARGET_CEILING, TARGET_KICK,
                                            TARGET_LANGEVIN_ITERATIONS, TARGET_SGLD_RATIO)
 
     D = d + 1

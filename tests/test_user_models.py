@@ -31,8 +31,8 @@ import dpmcmc
 from dpmcmc import models
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers import _jaxpr_rewrite as jr
-from dpmcmc.samplers import _passes as pe
+from dpmcmc.records import jaxpr_rewrite as jr
+from dpmcmc.records import passes as pe
 
 from api_params import KNOWN
 

@@ -1,4 +1,4 @@
-"""Warm-up adaptation (``dpmcmc.sample(warmup=...)``, ``dpmcmc.samplers._warmup``).
+"""Warm-up adaptation (``dpmcmc.sample(warmup=...)``, ``dpmcmc.kernels.warmup``).
 
 The privacy property: the adaptation reads released values only. With the releases made
 data-independent (a noise source that releases pure noise whatever the statistic), two very
@@ -13,9 +13,9 @@ import pytest
 
 import dpmcmc
 from dpmcmc.samplers import run_chains
-from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.kernels.mechanisms import NoiseSource
 from dpmcmc.samplers import ALGORITHMS
-from dpmcmc.samplers._warmup import adaptive_kernel
+from dpmcmc.kernels.warmup import adaptive_kernel
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty
 from dpmcmc.samplers.dp_sgld import build_dp_sgld

@@ -33,13 +33,13 @@ _LAZY = {
     "LedgerError": ("dpmcmc.ledger", "LedgerError"),
     "load": ("dpmcmc.result", "load"),
     "ResultFileError": ("dpmcmc.result", "ResultFileError"),
-    "CheckpointError": ("dpmcmc._checkpoint", "CheckpointError"),
+    "CheckpointError": ("dpmcmc.runtime.checkpoint", "CheckpointError"),
     "Model": ("dpmcmc.models.base", "Model"),
     "Result": ("dpmcmc.result", "Result"),
     "NonPrivateDiagnostics": ("dpmcmc.result", "NonPrivateDiagnostics"),
     "ReleasedStatistics": ("dpmcmc.result", "ReleasedStatistics"),
     "PrivacyReport": ("dpmcmc.accounting", "PrivacyReport"),
-    "set_compile_cache": ("dpmcmc._compile_cache", "set_compile_cache"),
+    "set_compile_cache": ("dpmcmc.runtime.compile_cache", "set_compile_cache"),
 }
 
 __all__ = ["accounting", "models", "samplers", "diagnostics", *_LAZY]

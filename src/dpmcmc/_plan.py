@@ -33,7 +33,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
-from .samplers._spec import NoiseLine
+from .samplers.spec import NoiseLine
 
 __all__ = ["Plan", "PlanWarning", "PlanRefused", "PrivateStart", "NoiseLine", "plan", "make_plan",
            "LARGE_EPSILON"]
@@ -351,7 +351,7 @@ def _check_theta0_shape(theta0, chains: int, dim: int) -> None:
 
 
 def _resolve_warmup(warmup, spec, iterations: int) -> int:
-    from .samplers._warmup import MIN_DIAGONAL_WARMUP
+    from .kernels.warmup import MIN_DIAGONAL_WARMUP
 
     if warmup == "auto":
         warmup = iterations // 2

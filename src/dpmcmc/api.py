@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _checkpoint, _plan
-from ._checkpoint import CheckpointError, SavedRun
+from . import _plan
+from .runtime import checkpoint as _checkpoint
+from .runtime.checkpoint import CheckpointError, SavedRun
 from ._keys import OS_ENTROPY
 from ._plan import make_plan, refuse_if_blocked
 from .models.base import Model, check_model
@@ -92,7 +93,7 @@ def _private_start(model: Model, data_arr: np.ndarray, key: jax.Array, chains: i
                    start_plan, secret=None) -> np.ndarray:
     """Starts from :mod:`dpmcmc.samplers.private_init` (float64 noise, from a public point;
     in secure mode from the run's ChaCha20 secret, like every other release of the run)."""
-    from .samplers._mechanisms import NoiseSource
+    from .kernels.mechanisms import NoiseSource
     from .samplers.private_init import init_plan, private_start, public_point
 
     k_prior, k_init = jax.random.split(key)
@@ -201,7 +202,7 @@ def sample(
         Warm-up iterations per chain that adapt the step size (DP-HMC, HMC) or the proposal
         scale (DP penalty, minibatch penalty, DP Barker, RWMH) toward a target acceptance, and,
         from 40 iterations on, a diagonal scale from the warm-up draws
-        (:mod:`dpmcmc.samplers._warmup`). They are part of ``iterations``, so the budget pays for
+        (:mod:`dpmcmc.kernels.warmup`). They are part of ``iterations``, so the budget pays for
         them like any others, and cost nothing beyond that: the adaptation reads only the
         released accept flags and draws (docs/post_processing.md). Their draws are dropped:
         ``samples`` holds ``iterations − warmup`` per chain, and ``Result.adapted`` the adapted
@@ -242,7 +243,7 @@ def sample(
         not depend on it.
     mesh : jax.sharding.Mesh, optional
         Split the data rows over the devices of this one-axis mesh (e.g.
-        ``dpmcmc.samplers._sharding.data_mesh()``); the noise is still drawn once, on the
+        ``dpmcmc.records.data_mesh()``); the noise is still drawn once, on the
         assembled statistic, never per device. Full-data algorithms ("rwmh", "hmc",
         "dp-penalty", "dp-hmc"): every pass sums its rows on each device and the partial sums
         are combined across devices; the draws equal the unsharded ones up to the rounding of
@@ -344,8 +345,8 @@ class RunPlan:
     chunk_size : int or None
         Iterations per chunk between checkpoints (``None`` without a checkpoint).
     fingerprint : dict or None
-        The call's checkpoint fingerprint (:func:`dpmcmc._checkpoint.fingerprint`).
-    saved : dpmcmc._checkpoint.SavedRun or None
+        The call's checkpoint fingerprint (:func:`dpmcmc.runtime.checkpoint.fingerprint`).
+    saved : dpmcmc.runtime.checkpoint.SavedRun or None
         The checkpoint this call resumes, if any.
     warmup : int
         Warm-up iterations per chain (included in ``iterations``; see :func:`sample`).
@@ -396,7 +397,7 @@ class RunPlan:
         spec, model, prepared = self.spec, self.model, self.params
         if not self.warmup:
             return spec.build(model, prepared, noise)
-        from .samplers._warmup import adaptive_kernel
+        from .kernels.warmup import adaptive_kernel
 
         adaptation = spec.adaptation
         base = {k: prepared[k] for k in (adaptation.step, adaptation.diagonal)}
@@ -406,9 +407,9 @@ class RunPlan:
     @property
     def cache_key(self):
         """The key of the run's compiled programs (``run_chains(cache_key=...)``): the algorithm,
-        the model (by ``dpmcmc._compile_cache.model_key``), the prepared parameters and the
+        the model (by ``dpmcmc.runtime.compile_cache.model_key``), the prepared parameters and the
         warm-up; never the data, which the driver keys by layout only."""
-        from ._compile_cache import kernel_cache_key
+        from .runtime.compile_cache import kernel_cache_key
 
         key = kernel_cache_key(self.algorithm, self.spec.build, self.model, self.params)
         return None if key is None else (key, "warmup", self.warmup)
@@ -546,7 +547,7 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
     RunOutput
         ``positions`` (chains, iterations, dim) and the driver's ``infos``.
     """
-    from .samplers._driver import init_states, run_chains
+    from .runtime.driver import init_states, run_chains
 
     if p.ledger is not None and p.saved is None:
         # Charged at the start: once noise is drawn on the data the budget is spent, even if the
@@ -666,10 +667,10 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
     and leave the chain stuck at θ0, so it is refused.
     """
     # The finiteness checks run in NumPy; the model's values come from one compiled program per
-    # model (kept with the chain programs, keyed like them by dpmcmc._compile_cache.model_key):
+    # model (kept with the chain programs, keyed like them by dpmcmc.runtime.compile_cache.model_key):
     # as eager JAX operations each primitive would compile a program per shape (82 for a
     # 20-primitive model under rwmh: 1.8 -> 0.8 CPU-s a run).
-    from . import _compile_cache
+    from .runtime import compile_cache as _compile_cache
 
     try:
         key = ("start-check", _compile_cache.model_key(model))
@@ -698,7 +699,7 @@ def _check_start(model: Model, theta0: np.ndarray, data: Optional[np.ndarray] = 
 def _algorithm_list() -> str:
     # Built from the registry so that a new algorithm cannot be missing from the docs.
     from .samplers import ALGORITHMS
-    from .samplers._spec import FULL
+    from .samplers.spec import FULL
 
     lines = []
     for name, spec in ALGORITHMS.items():

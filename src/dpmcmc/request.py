@@ -92,7 +92,7 @@ class Request:
         ValueError, TypeError
             Naming the argument.
         """
-        from ._checkpoint import validate_path
+        from .runtime.checkpoint import validate_path
         from ._keys import resolve_key
         from .accounting._checks import check_int, check_positive, check_probability
         from .ledger import open_ledger
@@ -128,7 +128,7 @@ class Request:
         init_steps = check_int("init_steps", init_steps, minimum=1)
         warmup = _warmup(warmup, spec)
         if mesh is not None:
-            from .samplers._registry import check_mesh
+            from .samplers.registry import check_mesh
 
             check_mesh(mesh, algorithm)
         return cls(algorithm=algorithm, params=types.MappingProxyType(dict(params)),
@@ -192,7 +192,7 @@ def _theta0(theta0: Any):
 def _warmup(warmup: Any, spec):
     from .accounting._checks import check_int
     from .samplers import ALGORITHMS
-    from .samplers._warmup import MIN_DIAGONAL_WARMUP
+    from .kernels.warmup import MIN_DIAGONAL_WARMUP
 
     if not (isinstance(warmup, str) and warmup == "auto"):
         warmup = check_int("warmup", warmup, minimum=0)

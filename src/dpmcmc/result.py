@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ._checkpoint import jsonable
+from .runtime.checkpoint import jsonable
 from .accounting import PrivacyReport
 
 __all__ = ["Result", "ReleasedStatistics", "NonPrivateDiagnostics", "ResultFileError", "load",

@@ -453,7 +453,7 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
     """Parameters of a sampler on the scaled design, from public inputs only (docs/tabular.md).
 
     Nothing here reads the data: the algorithm's own rule (``SPEC.defaults``, in its module;
-    shared pieces in :mod:`dpmcmc.samplers._defaults`) reads ``n``, the ``D = d + 1``
+    shared pieces in :mod:`dpmcmc.samplers.defaults`) reads ``n``, the ``D = d + 1``
     coefficients, the per-record bounds of :func:`default_clips`, the budget and the chains, and
     ``s₀``, the smallest posterior sd of a coefficient the declared box allows (logistic: a
     record carries at most ¼ unit of information per coordinate, so ``s₀ = 2/√n``; linear:
@@ -471,7 +471,7 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
     """
     from .accounting._checks import check_choice
     from .samplers import ALGORITHMS
-    from .samplers._defaults import PublicScale
+    from .samplers.defaults import PublicScale
 
     spec = ALGORITHMS[check_choice("algorithm", algorithm, ALGORITHMS)]
     if spec.defaults is None:
@@ -551,7 +551,7 @@ def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, de
     from .request import _secure
     from .result import Result
     from .samplers import noise_aware_glm as nag
-    from .samplers._mechanisms import NoiseSource
+    from .kernels.mechanisms import NoiseSource
 
     # Every check that can refuse runs before the design is built and the ledger charged.
     if epsilon is None:

@@ -147,7 +147,7 @@ def _declarations() -> dict[str, ReleaseSpec]:
     with their algorithms (``dpmcmc.samplers``, each algorithm's ``SPEC.releases``), imported
     here at call time so that importing the accounting package never imports JAX.
     """
-    from dpmcmc.samplers._registry import ALGORITHMS as _SAMPLERS
+    from dpmcmc.samplers.registry import ALGORITHMS as _SAMPLERS
 
     return {name: spec.releases for name, spec in _SAMPLERS.items() if spec.releases is not None}
 

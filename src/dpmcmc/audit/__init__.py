@@ -7,13 +7,13 @@
 - :data:`AUDITS` — the :class:`AuditEntry` of every audited algorithm (the worst-case design,
   the tapped kernel, and the test statistics), read from its card (``SPEC.audit``); the designs
   and constants (``far_row_design``, ``one_sided_design``, ``FAR``, ...) come from
-  :mod:`dpmcmc.samplers._audit_design`.
+  :mod:`dpmcmc.samplers.audit_design`.
 - :func:`clopper_pearson`, :func:`epsilon_lower_bound` — the statistics, reusable.
 
 See docs/audit.md for the method, the measured table and how to add an algorithm.
 """
 from dpmcmc.audit._core import AUDITS, DEFAULTS, STATISTICS, AuditResult, audit
-from dpmcmc.samplers._audit_design import (FAR, MAX_DESIGN_ROWS, SUBSAMPLED_N, AuditDesign,
+from dpmcmc.samplers.audit_design import (FAR, MAX_DESIGN_ROWS, SUBSAMPLED_N, AuditDesign,
                                            AuditEntry, far_row_design, one_sided_design)
 from dpmcmc.audit._stats import (
     AuditOutcome,

@@ -17,8 +17,8 @@ from dpmcmc import accounting
 from dpmcmc._keys import resolve_key
 from dpmcmc.audit._stats import AuditOutcome, evaluate_threshold, select_threshold
 from dpmcmc.samplers import ALGORITHMS as SAMPLERS
-from dpmcmc.samplers._audit_design import AuditEntry
-from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.samplers.audit_design import AuditEntry
+from dpmcmc.kernels.mechanisms import NoiseSource
 
 __all__ = ["AuditResult", "audit", "AUDITS", "STATISTICS", "DEFAULTS"]
 
@@ -345,7 +345,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     """Empirical privacy audit: a lower bound on the ε of ``algorithm`` to set against its claim.
 
     The sampler runs ``trials`` times for ``iterations`` iterations on each of two neighbouring
-    data sets built to be worst-case for its clipped statistics (``SPEC.audit``, :mod:`dpmcmc.samplers._audit_design`),
+    data sets built to be worst-case for its clipped statistics (``SPEC.audit``, :mod:`dpmcmc.samplers.audit_design`),
     with its noise scale set so that the accountant charges ``epsilon`` at ``delta`` for one run.
     A likelihood-ratio test on the released noisy statistics (observed through the kernel's own
     code path) and a test on the final draws separate the runs; a threshold and role chosen on a
@@ -380,7 +380,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     _miscalibration : dict, optional
         TESTING ONLY: ``{"noise_scale": s, "sensitivity_factor": f}`` audits a deliberately
         wrong kernel, built here with a miscalibrated
-        :class:`~dpmcmc.samplers._mechanisms.NoiseSource` (noise multiplied by ``s``; clipping to
+        :class:`~dpmcmc.kernels.mechanisms.NoiseSource` (noise multiplied by ``s``; clipping to
         ``bound / f`` while the noise stays calibrated to ``bound``), to show that the audit
         flags it. Never use it to audit a real configuration.
 

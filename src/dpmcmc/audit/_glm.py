@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpmcmc.samplers import noise_aware_glm as nag
-from dpmcmc.samplers._mechanisms import NoiseSource
+from dpmcmc.kernels.mechanisms import NoiseSource
 
 __all__ = ["GLM_ALGORITHM", "glm_design", "audit_glm"]
 

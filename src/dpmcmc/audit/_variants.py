@@ -4,7 +4,7 @@ The tests (and the audit) show they have power by running a sampler with one sha
 swapped for a wrong one. No public builder takes a flag for this: the variant kernel is built
 from the algorithm module's tapped core (``tapped_*``), passing one of these pieces, e.g.
 ``tapped_dp_penalty(..., accept=uncorrected_accept).kernel()``. The other miscalibrations (noise
-scaled down, sensitivity under-counted) are a :class:`~dpmcmc.samplers._mechanisms.NoiseSource`
+scaled down, sensitivity under-counted) are a :class:`~dpmcmc.kernels.mechanisms.NoiseSource`
 with ``noise_scale`` / ``sensitivity_factor`` (:func:`dpmcmc.audit.audit`'s ``_miscalibration``).
 
 Never use any of them in a real run.
@@ -16,8 +16,8 @@ from typing import Any, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._penalty import mh_accept
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.kernels.penalty import mh_accept
 
 Array = Any
 

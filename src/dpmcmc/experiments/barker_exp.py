@@ -65,7 +65,7 @@ def _fig4(cfg, cell) -> dict:
     import jax.numpy as jnp
     from scipy.special import expit
 
-    from ..samplers.barker import correction_error, sample_correction
+    from ..kernels.barker_correction import correction_error, sample_correction
 
     C, f = cell["C"], cfg["fig4"]
     exact = correction_error(C)

@@ -11,10 +11,10 @@
 - :func:`sensitivity`, :func:`gaussian_mechanism` — the mechanism; its noise scale is the
   release event's (:meth:`dpmcmc.accounting.ReleaseEvent.noise_std`), shared with the accountant.
 """
-from dpmcmc.samplers._driver import compiled_chunk, init_states, run_chains
-from dpmcmc.samplers._mechanisms import gaussian_mechanism, sensitivity
-from dpmcmc.samplers._registry import ALGORITHMS, AlgorithmSpec
-from dpmcmc.samplers._types import ChunkCache, HMCInfo, Info, Kernel
+from dpmcmc.runtime.driver import compiled_chunk, init_states, run_chains
+from dpmcmc.kernels.mechanisms import gaussian_mechanism, sensitivity
+from dpmcmc.samplers.registry import ALGORITHMS, AlgorithmSpec
+from dpmcmc.kernels.types import ChunkCache, HMCInfo, Info, Kernel
 from dpmcmc.samplers.barker import build_dp_barker
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
 from dpmcmc.samplers.dp_penalty import build_dp_penalty

@@ -5,17 +5,17 @@ Correction distribution
 -----------------------
 The acceptance test ``Δ* + X_nc + X_corr > 0`` needs ``X_corr`` with
 ``N(0, C) + X_corr ≈ Logistic(0, 1)``. The fit, its measured accuracy and sampling live in
-:mod:`dpmcmc.samplers._barker_correction` and are re-exported here:
+:mod:`dpmcmc.kernels.barker_correction` and are re-exported here:
 :func:`correction_mixture`, :func:`correction_error`, :func:`sample_correction`,
 :func:`acceptance_probability`, :func:`fit_correction`.
 
 The kernel
 ----------
 One iteration (002 §2.3, §3.2 and App. B; 001 Algorithm 3), for a data-independent symmetric
-proposal θ' (the proposal modes of :mod:`dpmcmc.samplers._proposals`):
+proposal θ' (the proposal modes of :mod:`dpmcmc.kernels.proposals`):
 
 1. Draw a batch ``B`` of ``b`` distinct records uniformly without replacement
-   (:func:`dpmcmc.samplers._minibatch.sample_batch_indices`).
+   (:func:`dpmcmc.kernels.minibatch.sample_batch_indices`).
 2. ``r_j = clip_c(ℓ_j(θ') − ℓ_j(θ))`` for ``j ∈ B``, ``c = √b / n₀`` (untempered ratios; 002
    eq. 30, 001 §3.3; a NaN ratio counts as ``−c``).
 3. The tempered batch estimate of the log-likelihood ratio, with ``T = n₀/n`` and
@@ -23,7 +23,7 @@ proposal θ' (the proposal modes of :mod:`dpmcmc.samplers._proposals`):
    eqs. 55–56, 61) ``s² = k² Σ_{j∈B} (r_j − r̄)² = (n₀²/b) · Var(r)``, ``Var`` the plain
    ``1/b`` batch variance.
 4. Release ``Δ̃ = Δ*_data + X_nc``, ``X_nc ~ N(0, C − s²)``, ``C = 2`` (002 eq. 54): drawn by
-   :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` with ``σ = √(C − s²)``.
+   :func:`dpmcmc.kernels.mechanisms.gaussian_mechanism` with ``σ = √(C − s²)``.
 5. Accept iff ``Δ̃ + ln p(θ') − ln p(θ) + X_corr > 0`` with ``X_corr`` from
    :func:`sample_correction` at ``C = 2`` (002 eq. 18; the proposal ratio is 1).
 
@@ -87,24 +87,24 @@ from dpmcmc.accounting.events import (
     ReleaseSpec,
     barker_release,
 )
-from dpmcmc.samplers._barker_correction import (
+from dpmcmc.kernels.barker_correction import (
     sample_correction,
 )
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
-from dpmcmc.samplers._minibatch import (
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.kernels.minibatch import (
     batch_llr_moments,
     batch_rows,
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+from dpmcmc.kernels.proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
-from dpmcmc.samplers._audit_design import (MAX_DESIGN_ROWS, AuditEntry, cancelling_design,
+from dpmcmc.samplers.audit_design import (MAX_DESIGN_ROWS, AuditEntry, cancelling_design,
                                            last_draw)
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common
-from dpmcmc.samplers._warmup import RANDOM_WALK
-from dpmcmc.samplers._types import Kernel, TappedKernel
+from dpmcmc.samplers.spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common
+from dpmcmc.kernels.warmup import RANDOM_WALK
+from dpmcmc.kernels.types import Kernel, TappedKernel
 
 Array = Any
 
@@ -300,7 +300,7 @@ def build_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
     proposal_std : array (dim,)
         Proposal standard deviations.
     mode : {"random-walk", "one-component", "guided-walk"}
-        Proposal of :func:`dpmcmc.samplers._proposals.propose`. The guided walk is valid with the
+        Proposal of :func:`dpmcmc.kernels.proposals.propose`. The guided walk is valid with the
         Barker acceptance function too: its argument needs only detailed balance of the move on
         ``(θ, d)``, which any ``g`` with ``g(s) = e^s g(−s)`` gives (002 Lemma 1).
     noise : NoiseSource, optional
@@ -313,7 +313,7 @@ def build_dp_barker(model, batch_size: int, n0: float, proposal_std: Array,
         ``init(theta, data)``, ``step(key, state, data)``; ``data`` the rows (n, ...), an array
         or a ``ShardedRows`` (``SPEC.layout``). ``batch_size ≤ n`` and ``n0 ≤ n`` are checked
         when the step is traced on them. State
-        :class:`dpmcmc.samplers._proposals.ProposalState`; info :class:`Info` whose
+        :class:`dpmcmc.kernels.proposals.ProposalState`; info :class:`Info` whose
         ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
     return tapped_dp_barker(model, batch_size, n0, proposal_std, mode, noise=noise).kernel()
@@ -381,7 +381,7 @@ def _audit_tapped(model, p, noise=None):
 
 def _audit_statistic(taps, p, n):
     # Σ_t log φ(y; 0, 1) − log φ(y; m', v'): D releases N(0, 1), D' releases
-    # N(−2 sign(θ' − θ)/√b, 1 + 4/b²) (samplers/_audit_design.py). Public quantities only.
+    # N(−2 sign(θ' − θ)/√b, 1 + 4/b²) (samplers/audit_design.py). Public quantities only.
     b = p["batch_size"]
     y = taps["delta"]
     sign = jnp.sign((taps["theta_new"] - taps["theta"])[..., 0])

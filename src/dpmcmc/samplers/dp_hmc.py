@@ -1,7 +1,7 @@
 """DP-HMC (000 Algorithm 1; 001 §4.2, Thms 11–12).
 
 One iteration from θ, with T = ``model.temperature``, step size ``η_i = η h_i`` (randomised
-Halton, data-independent; see :mod:`dpmcmc.samplers._halton`) and diagonal mass M:
+Halton, data-independent; see :mod:`dpmcmc.kernels.halton`) and diagonal mass M:
 
 1. ``p ~ N(0, M)``.
 2. Leapfrog with L steps and L+1 private gradients, each a fresh Gaussian release
@@ -36,20 +36,20 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
+from dpmcmc.kernels.leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.accounting._checks import check_choice, check_positive
 from dpmcmc.accounting.events import GAUSSIAN, ReleaseEvent, ReleaseSpec, gaussian_release
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._layout import GRAD_DTYPES, num_rows
-from dpmcmc.samplers._passes import GRAD_METHODS
-from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._releases import release_grad, release_llr
-from dpmcmc.samplers._audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
-from dpmcmc.samplers._defaults import TARGET_KICK, PublicScale, mu_per_iteration
-from dpmcmc.samplers._spec import (FULL, AlgorithmSpec, NoiseLine, acceptance_line, check_common,
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.records.layout import GRAD_DTYPES, num_rows
+from dpmcmc.records.passes import GRAD_METHODS
+from dpmcmc.kernels.penalty import penalty_accept
+from dpmcmc.kernels.releases import release_grad, release_llr
+from dpmcmc.samplers.audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
+from dpmcmc.samplers.defaults import TARGET_KICK, PublicScale, mu_per_iteration
+from dpmcmc.samplers.spec import (FULL, AlgorithmSpec, NoiseLine, acceptance_line, check_common,
                                    optional_block)
-from dpmcmc.samplers._warmup import HAMILTONIAN
-from dpmcmc.samplers._types import HMCInfo, Kernel, TappedKernel
+from dpmcmc.kernels.warmup import HAMILTONIAN
+from dpmcmc.kernels.types import HMCInfo, Kernel, TappedKernel
 from dpmcmc.samplers.hmc import jittered_step_size, leapfrog_defaults, prepare_leapfrog
 
 Array = Any
@@ -74,7 +74,7 @@ def tapped_dp_hmc(model, tau_l: float, tau_g: float, clip: float, grad_clip: flo
 
     Parameters
     ----------
-    accept : callable, default :func:`dpmcmc.samplers._penalty.penalty_accept`
+    accept : callable, default :func:`dpmcmc.kernels.penalty.penalty_accept`
         The test of step 4, as in :func:`dpmcmc.samplers.dp_penalty.tapped_dp_penalty`.
 
     Returns
@@ -153,7 +153,7 @@ def build_dp_hmc(model, tau_l: float, tau_g: float, clip: float, grad_clip: floa
         Diagonal mass matrix.
     jitter : bool, default True
     grad_method : {"auto", "reverse", "forward", "vmap"}
-        Autodiff mode for per-example gradients (see :mod:`dpmcmc.samplers._passes`).
+        Autodiff mode for per-example gradients (see :mod:`dpmcmc.records.passes`).
     grad_dtype : {"float32", "float64"}, default "float32"
         Dtype of the per-example gradient passes. The gradients only steer the proposal (the
         accept test, in float64, keeps the chain exact) and their released sum carries noise far

@@ -14,7 +14,7 @@ One iteration, for proposal θ' from a data-independent symmetric proposal:
 Without clipping (every ratio within its bound) the chain targets the exact tempered posterior.
 
 Proposal modes (001 §3.1): ``"random-walk"``, ``"one-component"`` and ``"guided-walk"``, defined
-in :mod:`dpmcmc.samplers._proposals` (shared with minibatch DP penalty and DP Barker).
+in :mod:`dpmcmc.kernels.proposals` (shared with minibatch DP penalty and DP Barker).
 
 Run statistics (``docs/post_processing.md``): ``Info.accepted`` and ``Info.diverged`` are
 functions of the release ``R̃``, of σ (a function of θ, θ′), the prior, θ′ and the accept uniform
@@ -23,7 +23,7 @@ guided-walk directions. ``Info.clip_fraction`` counts clipped ratios on the raw 
 Non-finite per-record value: a NaN ratio becomes ``-c`` and ±inf is clipped to ``±c`` inside the
 released sum (counted as clipped); never a rejection, never an error (docs/nonfinite.md).
 
-Chunk-local cache: the kernel's ``cached`` step (:class:`~dpmcmc.samplers._types.ChunkCache`)
+Chunk-local cache: the kernel's ``cached`` step (:class:`~dpmcmc.kernels.types.ChunkCache`)
 reads ℓ_j(θ) of every record from a cache the chain driver builds when a compiled chunk starts
 and carries through the chunk (ℓ_j(θ') replaces it after an accepted move), so an iteration
 evaluates the model once per record, not twice: the same release bit for bit, used where the
@@ -42,20 +42,20 @@ import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_choice, check_per_dim, check_positive
 from dpmcmc.accounting.events import GAUSSIAN, ReleaseEvent, ReleaseSpec, gaussian_release
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._passes import CACHE_MIN_COST, loglik_rows, record_cost
-from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.penalty import penalty_accept
+from dpmcmc.records.passes import CACHE_MIN_COST, loglik_rows, record_cost
+from dpmcmc.kernels.proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
-from dpmcmc.samplers._releases import release_llr, release_llr_cached
-from dpmcmc.samplers._audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
-from dpmcmc.samplers._defaults import PublicScale, mu_per_iteration
-from dpmcmc.samplers._spec import (FULL, AlgorithmSpec, acceptance_line, check_common, norm,
+from dpmcmc.kernels.releases import release_llr, release_llr_cached
+from dpmcmc.samplers.audit_design import AuditEntry, far_row_design, last_draw, llr_statistic
+from dpmcmc.samplers.defaults import PublicScale, mu_per_iteration
+from dpmcmc.samplers.spec import (FULL, AlgorithmSpec, acceptance_line, check_common, norm,
                                    optional_block)
-from dpmcmc.samplers._warmup import RANDOM_WALK
+from dpmcmc.kernels.warmup import RANDOM_WALK
 from dpmcmc.samplers.rwmh import random_walk_scale
-from dpmcmc.samplers._types import Kernel, TappedKernel
+from dpmcmc.kernels.types import Kernel, TappedKernel
 
 Array = Any
 
@@ -70,7 +70,7 @@ def tapped_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
 
     Parameters
     ----------
-    accept : callable, default :func:`dpmcmc.samplers._penalty.penalty_accept`
+    accept : callable, default :func:`dpmcmc.kernels.penalty.penalty_accept`
         ``accept(key, noisy_log_ratio, noise_sd)``, the test of step 4. Only the audit's tests
         pass another one (a test without the penalty term, to show they have power).
 
@@ -132,7 +132,7 @@ def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
         so that an iteration evaluates the model once per record instead of twice. ``None``
         (default): when the per-record log-likelihood is expensive enough for the saving to
         outweigh storing n values per chain per iteration
-        (:func:`dpmcmc.samplers._passes.record_cost` ≥ ``CACHE_MIN_COST``). The draws are the
+        (:func:`dpmcmc.records.passes.record_cost` ≥ ``CACHE_MIN_COST``). The draws are the
         same bit for bit either way.
 
     Returns
@@ -140,7 +140,7 @@ def build_dp_penalty(model, tau: float, clip: float, proposal_std: Array,
     Kernel
         ``init(theta, data)``, ``step(key, state, data)``; ``data`` a ``PreparedData``
         (``SPEC.layout``: blocks, split over a mesh if one is given; raw rows are laid out by the
-        pass on the fly). State :class:`dpmcmc.samplers._proposals.ProposalState`; info
+        pass on the fly). State :class:`dpmcmc.kernels.proposals.ProposalState`; info
         :class:`Info`.
     """
     return tapped_dp_penalty(model, tau, clip, proposal_std, mode, noise=noise,

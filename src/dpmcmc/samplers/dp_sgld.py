@@ -6,9 +6,9 @@ accept/reject step, a fresh minibatch every iteration.
 One iteration from θ, with T = ``model.temperature``, step size η, batch size b, n records:
 
 1. ``B`` — a uniformly random subset of ``b`` records, drawn without replacement
-   (:func:`dpmcmc.samplers._minibatch.sample_batch_indices`; data-independent).
+   (:func:`dpmcmc.kernels.minibatch.sample_batch_indices`; data-independent).
 2. Release ``S̃ = Σ_{j∈B} clip_C(∇ℓ_j(θ)) + N(0, (s C)² I)`` through
-   :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism`, with ``C = grad_clip`` and
+   :func:`dpmcmc.kernels.mechanisms.gaussian_mechanism`, with ``C = grad_clip`` and
    ``s = noise_multiplier``. In the accounting units (noise standard deviation ÷ per-example
    bound; neighbouring batch sums differ by at most 2C under the substitute relation) this is
    the subsampled Gaussian mechanism with σ = ``noise_multiplier`` and q = b/n, exactly what
@@ -58,18 +58,18 @@ from dpmcmc.accounting.events import (
     ReleaseSpec,
     subsampled_gaussian_release,
 )
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
-from dpmcmc.samplers._minibatch import batch_rows, sample_batch_indices
-from dpmcmc.samplers._layout import auto_block_size, num_rows
-from dpmcmc.samplers._passes import GRAD_METHODS, clipped_grad_sum
-from dpmcmc.samplers._releases import NoisySum
-from dpmcmc.samplers._audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.kernels.minibatch import batch_rows, sample_batch_indices
+from dpmcmc.records.layout import auto_block_size, num_rows
+from dpmcmc.records.passes import GRAD_METHODS, clipped_grad_sum
+from dpmcmc.kernels.releases import NoisySum
+from dpmcmc.samplers.audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
                                            log_mixture_ratio, one_sided_design)
-from dpmcmc.samplers._defaults import (TARGET_SGLD_DISCRETISATION, TARGET_SGLD_RATIO, PublicScale,
+from dpmcmc.samplers.defaults import (TARGET_SGLD_DISCRETISATION, TARGET_SGLD_RATIO, PublicScale,
                                        langevin_noise_multiplier)
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, optional_block
-from dpmcmc.samplers._warmup import LANGEVIN
-from dpmcmc.samplers._types import Info, Kernel, TappedKernel
+from dpmcmc.samplers.spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, optional_block
+from dpmcmc.kernels.warmup import LANGEVIN
+from dpmcmc.kernels.types import Info, Kernel, TappedKernel
 
 Array = Any
 
@@ -109,7 +109,7 @@ def release_batch_grad(key: Array, model, data: Array, theta: Array, batch_size:
     method : {"auto", "forward", "reverse"}
         Autodiff mode for the per-example gradients.
     block_size : int, optional
-        Scan the batch in blocks of this many rows (see :mod:`dpmcmc.samplers._layout`).
+        Scan the batch in blocks of this many rows (see :mod:`dpmcmc.records.layout`).
     noise : NoiseSource, optional
         Where the kernel's privacy noise comes from (default: ``jax.random`` keyed by each
         release's JAX key; the chain driver passes a secure source in secure mode).
@@ -367,7 +367,7 @@ _AUDIT_STEP = 0.05
 
 
 def sgd_audit_design(scale: float = 1.0) -> AuditDesign:
-    """The one-sided design of DP-SGLD/SGNHT (samplers/_audit_design.py)."""
+    """The one-sided design of DP-SGLD/SGNHT (samplers/audit_design.py)."""
     return one_sided_design(SUBSAMPLED_N, -FAR, FAR, -FAR)
 
 

@@ -50,11 +50,11 @@ from typing import Any, NamedTuple, Optional
 import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_positive
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._audit_design import AuditEntry, last_draw
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec
-from dpmcmc.samplers._types import Kernel, TappedKernel
-from dpmcmc.samplers._warmup import LANGEVIN
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.samplers.audit_design import AuditEntry, last_draw
+from dpmcmc.samplers.spec import SUBSAMPLED, AlgorithmSpec
+from dpmcmc.kernels.types import Kernel, TappedKernel
+from dpmcmc.kernels.warmup import LANGEVIN
 from dpmcmc.samplers.dp_sgld import (SGD_RELEASES, preconditioner, prepare_sgd, sgd_audit_design,
                                     sgd_audit_params, sgd_audit_statistic, sgd_defaults,
                                     sgd_noise_lines, tapped_stochastic_gradient)

@@ -2,7 +2,7 @@
 
 Leapfrog with L steps and a diagonal mass matrix (004; 000 §2.2), the step size of iteration i
 being ``η · h_i`` with ``h_i ∈ (0, 1)`` a randomised Halton number (see
-:mod:`dpmcmc.samplers._halton`; ``jitter=False`` keeps η fixed). The gradient at the current
+:mod:`dpmcmc.kernels.halton`; ``jitter=False`` keeps η fixed). The gradient at the current
 position is cached between iterations (exact gradients, so reuse is harmless here), so an
 iteration evaluates L gradients.
 
@@ -26,16 +26,16 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._halton import draw_mask, halton_multiplier
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._leapfrog import kinetic_energy, leapfrog, sample_momentum
-from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum_and_grad
-from dpmcmc.samplers._penalty import mh_accept
+from dpmcmc.kernels.halton import draw_mask, halton_multiplier
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.leapfrog import kinetic_energy, leapfrog, sample_momentum
+from dpmcmc.records.passes import clipped_llr_sum, loglik_sum_and_grad
+from dpmcmc.kernels.penalty import mh_accept
 from dpmcmc.accounting._checks import check_bool, check_int, check_per_dim, check_positive
-from dpmcmc.samplers._defaults import DEFAULT_LEAPFROG_STEPS, PublicScale
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
-from dpmcmc.samplers._warmup import HAMILTONIAN
-from dpmcmc.samplers._types import HMCInfo, Kernel
+from dpmcmc.samplers.defaults import DEFAULT_LEAPFROG_STEPS, PublicScale
+from dpmcmc.samplers.spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.kernels.warmup import HAMILTONIAN
+from dpmcmc.kernels.types import HMCInfo, Kernel
 
 Array = Any
 

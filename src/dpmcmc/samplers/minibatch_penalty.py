@@ -1,7 +1,7 @@
 """Minibatch DP penalty (001 §3.4, Thm 8): the penalty test on a subsampled log-likelihood ratio.
 
 One iteration, for a data-independent symmetric proposal θ' (the modes of
-:mod:`dpmcmc.samplers._proposals`: random walk, one-component, guided walk):
+:mod:`dpmcmc.kernels.proposals`: random walk, one-component, guided walk):
 
 1. Draw a batch ``B`` of ``b`` distinct records uniformly without replacement.
 2. ``r_j = clip_{c₀}(ℓ_j(θ') − ℓ_j(θ))`` for ``j ∈ B``, ``c₀ = L‖θ − θ'‖`` (``L`` = ``clip``;
@@ -11,9 +11,9 @@ One iteration, for a data-independent symmetric proposal θ' (the modes of
    the estimate ``σ_b² = k² Q`` of its variance (001 §3.4).
 4. Release ``Λ̃ = λ_B − σ_b²/2 + N(0, σ²)``, ``σ² = τ c²``, ``c = c(θ, θ')`` the sensitivity of
    ``λ_B − σ_b²/2`` derived below; drawn by
-   :func:`dpmcmc.samplers._mechanisms.gaussian_mechanism`.
+   :func:`dpmcmc.kernels.mechanisms.gaussian_mechanism`.
 5. Accept with probability ``min(1, exp(Λ̃ + ln p(θ') − ln p(θ) − σ²/2))``
-   (:func:`dpmcmc.samplers._penalty.penalty_accept`), i.e. 001's
+   (:func:`dpmcmc.kernels.penalty.penalty_accept`), i.e. 001's
    ``min{1, exp(λ* − (σ² + σ_b²)/2)}`` with the noise inside ``λ*``.
 
 If ``λ_B`` were exactly ``λ + N(0, σ_b²)`` (CLT) the total noise would be ``N(0, σ² + σ_b²)`` and
@@ -79,22 +79,22 @@ from dpmcmc.accounting.events import (
     ReleaseSpec,
     subsampled_gaussian_release,
 )
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
-from dpmcmc.samplers._minibatch import (
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.kernels.minibatch import (
     batch_llr_moments,
     batch_rows,
     clipped_batch_llr,
     sample_batch_indices,
 )
-from dpmcmc.samplers._penalty import penalty_accept
-from dpmcmc.samplers._proposals import (MODES, check_mode, init_state, plain_transition,
+from dpmcmc.kernels.penalty import penalty_accept
+from dpmcmc.kernels.proposals import (MODES, check_mode, init_state, plain_transition,
                                          proposal_transition)
-from dpmcmc.samplers._audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
+from dpmcmc.samplers.audit_design import (FAR, SUBSAMPLED_N, AuditDesign, AuditEntry, last_draw,
                                            log_mixture_ratio, one_sided_design)
-from dpmcmc.samplers._spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, norm
-from dpmcmc.samplers._warmup import RANDOM_WALK
-from dpmcmc.samplers._types import Kernel, TappedKernel
+from dpmcmc.samplers.spec import SUBSAMPLED, AlgorithmSpec, NoiseLine, check_common, norm
+from dpmcmc.kernels.warmup import RANDOM_WALK
+from dpmcmc.kernels.types import Kernel, TappedKernel
 
 Array = Any
 
@@ -272,7 +272,7 @@ def build_minibatch_penalty(model, tau: float, batch_size: int, clip: float,
     Kernel
         ``init(theta, data)``, ``step(key, state, data)``; ``data`` the rows (n, ...), an array
         or a ``ShardedRows`` (``SPEC.layout``); ``batch_size ≤ n`` is checked when the step is
-        traced on them. State :class:`dpmcmc.samplers._proposals.ProposalState`; info
+        traced on them. State :class:`dpmcmc.kernels.proposals.ProposalState`; info
         :class:`Info` whose ``clip_fraction`` is the fraction of the ``b`` batch ratios clipped.
     """
     return tapped_minibatch_penalty(model, tau, batch_size, clip, proposal_std, mode,

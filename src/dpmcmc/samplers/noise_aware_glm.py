@@ -45,7 +45,7 @@ statistics plus noise. Two mechanisms, each calibrated to the replace-one sensit
   :mod:`dpmcmc.accounting.gaussian`;
 * **ℓ∞ K-norm** (the last round, where it adds less noise): the sensitivity set is the box of
   half-widths twice the per-coordinate range (the range itself for the diagonal of the
-  Hessian, whose entries are ≥ 0); the mechanism (:func:`dpmcmc.samplers._mechanisms.knorm_mechanism`,
+  Hessian, whose entries are ≥ 0); the mechanism (:func:`dpmcmc.kernels.mechanisms.knorm_mechanism`,
   Hardt & Talwar 2010) is pure ε-DP with that box; the Hessian is released as its upper
   triangle.
 
@@ -98,7 +98,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._mechanisms import DEFAULT_NOISE, NoiseSource
+from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
 __all__ = ["FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan", "release_plan", "fit",
            "hessian_floor", "noise_aware_draws", "MAX_STEP"]
@@ -567,7 +567,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         ``samples`` (chains, draws, d) on the scaled design, and the released values
         ``thetas`` (K, d), ``gradients`` (K, d), ``hessians`` (K, d, d).
     """
-    from dpmcmc import _compile_cache
+    from dpmcmc.runtime import compile_cache as _compile_cache
 
     noise = NoiseSource() if noise is None else noise
     # The two programs take the data, keys and secret as arguments (the plan's public noise

@@ -10,7 +10,7 @@ K rounds of sign-based gradient ascent on the log posterior (iRprop−, Igel & H
 
 1. Release the clipped gradient sum of the log-likelihood at θ_k,
    ``g̃_k = Σ_i clip_C(∇ℓ_i(θ_k)) + N(0, σ² I)``, through the shared mechanism
-   (:func:`dpmcmc.samplers._releases.release_grad`), with σ = 2τ√n·C and τ chosen so that the K
+   (:func:`dpmcmc.kernels.releases.release_grad`), with σ = 2τ√n·C and τ chosen so that the K
    releases together cost ``mu_total`` (μ = Δ²/(2σ²) per release, Δ = 2C).
 2. ``g_k = T·g̃_k + ∇ log p(θ_k)`` (the prior is public).
 3. Per coordinate: where g_k has the sign of the previous step's gradient the step length grows
@@ -45,8 +45,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._layout import prepare_data
-from dpmcmc.samplers._releases import release_grad
+from dpmcmc.records.layout import prepare_data
+from dpmcmc.kernels.releases import release_grad
 
 __all__ = ["InitPlan", "init_plan", "private_start", "public_point", "GROW", "SHRINK"]
 

@@ -18,14 +18,14 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._penalty import mh_accept
-from dpmcmc.samplers._passes import clipped_llr_sum, loglik_sum
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.penalty import mh_accept
+from dpmcmc.records.passes import clipped_llr_sum, loglik_sum
 from dpmcmc.accounting._checks import check_per_dim, check_positive
-from dpmcmc.samplers._defaults import PublicScale
-from dpmcmc.samplers._spec import FULL, AlgorithmSpec, check_common, optional_block
-from dpmcmc.samplers._warmup import RANDOM_WALK
-from dpmcmc.samplers._types import Info, Kernel
+from dpmcmc.samplers.defaults import PublicScale
+from dpmcmc.samplers.spec import FULL, AlgorithmSpec, check_common, optional_block
+from dpmcmc.kernels.warmup import RANDOM_WALK
+from dpmcmc.kernels.types import Info, Kernel
 
 Array = Any
 

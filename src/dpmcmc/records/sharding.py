@@ -3,12 +3,12 @@
 Full-data samplers
 ------------------
 The full-data samplers ("rwmh", "hmc", "dp-penalty", "dp-hmc") read the data only through the
-passes of :mod:`dpmcmc.samplers._passes`. With a mesh, :func:`shard_data` lays the rows out
+passes of :mod:`dpmcmc.records.passes`. With a mesh, :func:`shard_data` lays the rows out
 in blocks as usual and places the blocks of each device on that device; every pass then reduces
 its local blocks on each device (compensated sums) and combines the partial sums with one
 ``psum`` over the mesh axis. Everything after the sum is unchanged: the clipped total is the
 same statistic (up to float rounding of the reordered sum), its sensitivity is the same, and the
-noise of a private release is drawn once, by :mod:`dpmcmc.samplers._releases`, on the reduced
+noise of a private release is drawn once, by :mod:`dpmcmc.kernels.releases`, on the reduced
 value with the iteration's key — never per device. Chains, keys and positions are replicated, so
 a sharded run with a given key gives the same draws as an unsharded one, to the rounding of the
 reordered sums (tests/test_sharding.py).
@@ -16,7 +16,7 @@ reordered sums (tests/test_sharding.py).
 Subsampled samplers
 -------------------
 The subsampled samplers ("dp-barker", "minibatch-penalty", "dp-sgld", "dp-sgnht") read the data
-only through :func:`dpmcmc.samplers._minibatch.batch_rows`: ``b`` rows gathered by index per
+only through :func:`dpmcmc.kernels.minibatch.batch_rows`: ``b`` rows gathered by index per
 iteration and chain. With a mesh, :func:`shard_rows` splits the rows in ``D`` contiguous ranges
 of ``⌈n/D⌉`` rows, one per device of the mesh axis (the last range padded with rows that no
 index ever points at), and :func:`gather_rows` assembles a batch with an explicit ``shard_map``:
@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc.samplers._layout import PreparedData, data_axis, prepare_data
+from dpmcmc.records.layout import PreparedData, data_axis, prepare_data
 
 Array = Any
 
@@ -151,7 +151,7 @@ class ShardedRows:
     ``(D, ⌈n/D⌉, *record)`` sharded over ``axis_name``, a plain pytree leaf, so a kernel's
     ``data`` argument carries it into the compiled program as a sharded parameter (see the
     module docstring). Read it only through :func:`gather_rows` (or
-    :func:`dpmcmc.samplers._minibatch.batch_rows`); it is not a layout for the full-data passes.
+    :func:`dpmcmc.kernels.minibatch.batch_rows`); it is not a layout for the full-data passes.
 
     Attributes
     ----------

@@ -480,7 +480,7 @@ def sample_correction(key: Any, shape: tuple[int, ...] = (), C: float = 2.0,
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a floating dtype, got dtype={dtype}")
     shape = tuple(int(d) for d in shape)
-    from dpmcmc.samplers._mechanisms import DEFAULT_NOISE
+    from dpmcmc.kernels.mechanisms import DEFAULT_NOISE
 
     # The noise source is an argument (its secret a traced leaf), so one cached program serves
     # every source of the same kind; under an outer jit the call is inlined.
@@ -494,7 +494,7 @@ def _sample_mixture(key, cum_weights, means, stds, shape, dtype, noise):
     stds = jnp.asarray(stds, dtype)
     # Drawn through the privacy-noise generators so that secure mode (ChaCha20 under the run's
     # secret) covers the correction too; in the default mode they are jax.random's.
-    from dpmcmc.samplers._mechanisms import noise_normal, noise_uniform
+    from dpmcmc.kernels.mechanisms import noise_normal, noise_uniform
 
     k_pair, k_sign, k_norm = jax.random.split(key, 3)
     u = noise_uniform(k_pair, shape, dtype, noise) * cum[-1]

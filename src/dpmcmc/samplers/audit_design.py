@@ -75,8 +75,8 @@ Give its ``SPEC`` an ``audit=AuditEntry(...)`` (see docs/audit.md): its tapped c
 (``tapped_<algorithm>(...) -> TappedKernel``, whose ``transition(key, state, data)`` returns
 ``(state, info, taps)`` with the released noisy values and their queries, and whose ``kernel()``
 is what the public builder returns), noise drawn through
-:func:`dpmcmc.samplers._mechanisms.gaussian_mechanism` and clipping through
-:mod:`dpmcmc.samplers._clip` (so the miscalibration hook reaches it), worst-case parameters as a
+:func:`dpmcmc.kernels.mechanisms.gaussian_mechanism` and clipping through
+:mod:`dpmcmc.records.clip` (so the miscalibration hook reaches it), worst-case parameters as a
 function of one noise scale, a design from this module, and the two statistics.
 """
 from __future__ import annotations

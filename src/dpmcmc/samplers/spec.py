@@ -2,7 +2,7 @@
 
 Each algorithm module (``rwmh``, ``hmc``, ``dp_penalty``, ``dp_hmc``, ``barker``,
 ``minibatch_penalty``, ``dp_sgld``, ``dp_sgnht``) defines one :class:`AlgorithmSpec` named
-``SPEC``; :mod:`dpmcmc.samplers._registry` collects them into ``ALGORITHMS``. Nothing else keeps
+``SPEC``; :mod:`dpmcmc.samplers.registry` collects them into ``ALGORITHMS``. Nothing else keeps
 a table keyed by algorithm name (``tests/test_samplers_registry.py`` walks the package for one):
 the accountant reads ``SPEC.releases``, the run lays its data out with ``SPEC.layout`` (from
 ``SPEC.data_access``), the model contract reads ``SPEC.gradient``, the warm-up
@@ -21,9 +21,9 @@ from scipy.special import ndtr
 
 from dpmcmc.accounting._checks import check_int, check_param_names
 from dpmcmc.accounting.events import ReleaseEvent, ReleaseSpec
-from dpmcmc.samplers._layout import prepare_data
-from dpmcmc.samplers._sharding import ShardedRows, shard_rows
-from dpmcmc.samplers._types import Kernel
+from dpmcmc.records.layout import prepare_data
+from dpmcmc.records.sharding import ShardedRows, shard_rows
+from dpmcmc.kernels.types import Kernel
 
 __all__ = ["AlgorithmSpec", "NoiseLine", "acceptance_line", "FULL", "SUBSAMPLED", "DATA_ACCESS",
            "check_common", "as_rows", "optional_block"]
@@ -94,7 +94,7 @@ class AlgorithmSpec(NamedTuple):
         ``build(model, params, noise=None) -> Kernel`` from prepared params, without data: the
         kernel's ``init`` and ``step`` take the data (laid out by :meth:`layout`) as an
         argument. ``noise`` is the kernel's privacy-noise source (a
-        :class:`~dpmcmc.samplers._mechanisms.NoiseSource`; ``None``: ``jax.random``); the
+        :class:`~dpmcmc.kernels.mechanisms.NoiseSource`; ``None``: ``jax.random``); the
         non-private algorithms ignore it.
     data_access : {"full", "subsampled"}
         How an iteration reads the data: full-data passes, or a fixed-size batch of rows. It
@@ -103,20 +103,20 @@ class AlgorithmSpec(NamedTuple):
         What one iteration releases (``None``: non-private). The accountant composes these
         events; the kernel's mechanisms draw their noise from the same event constructors.
     audit : AuditEntry or None
-        The algorithm's empirical privacy audit (:mod:`dpmcmc.samplers._audit_design`): its
+        The algorithm's empirical privacy audit (:mod:`dpmcmc.samplers.audit_design`): its
         worst-case neighbouring design, tapped kernel and statistics; ``dpmcmc.audit`` runs it.
         ``None``: not audited (the non-private baselines).
     gradient : bool
         Whether the kernel differentiates the log-likelihood: the model contract then includes
         a gradient of shape ``(dim,)`` (``dpmcmc.models.check_model``).
     adaptation : Adaptation or None
-        What ``warmup=W`` adapts (:mod:`dpmcmc.samplers._warmup`); ``None``: nothing.
+        What ``warmup=W`` adapts (:mod:`dpmcmc.kernels.warmup`); ``None``: nothing.
     noise_lines : callable or None
         ``noise_lines(params, n, dim, temperature) -> tuple[NoiseLine, ...]``: the privacy noise
         next to the moves, for the plan (public inputs only); ``None``: no figure.
     defaults : callable or None
         ``defaults(scale: PublicScale) -> dict``: parameters from public inputs only
-        (:mod:`dpmcmc.samplers._defaults`), used by the table path; ``None``: none.
+        (:mod:`dpmcmc.samplers.defaults`), used by the table path; ``None``: none.
     """
 
     name: str
@@ -143,11 +143,11 @@ class AlgorithmSpec(NamedTuple):
     def layout(self, data, params: dict, model, mesh=None, axis_name: Optional[str] = None):
         """The data as this algorithm's kernel reads them: once per run, outside the step.
 
-        Full-data algorithms: the rows in blocks (:func:`~dpmcmc.samplers._layout.prepare_data`
+        Full-data algorithms: the rows in blocks (:func:`~dpmcmc.records.layout.prepare_data`
         with the prepared ``block_size`` and, for DP-HMC, the float32 copy its gradient passes
         read), split over ``mesh`` if given. Subsampled algorithms: the rows as one device array,
         or split in contiguous ranges over ``mesh``
-        (:func:`~dpmcmc.samplers._sharding.shard_rows`). Data already laid out (a
+        (:func:`~dpmcmc.records.sharding.shard_rows`). Data already laid out (a
         ``PreparedData`` or ``ShardedRows``) are returned as given. Decided from the shapes and
         dtypes and the prepared parameters only, never from the data's values.
 

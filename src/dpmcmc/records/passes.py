@@ -12,22 +12,22 @@ iteration is a known number of data passes:
 - :func:`loglik_sum`, :func:`loglik_sum_and_grad` — unclipped totals for non-private samplers
   (one forward / one reverse-mode pass, no per-example gradients).
 
-The passes run over the blocks of a :class:`~dpmcmc.samplers._layout.PreparedData` (a raw array
-is laid out on the fly, see :mod:`dpmcmc.samplers._layout`) and reduce them one block at a time.
+The passes run over the blocks of a :class:`~dpmcmc.records.layout.PreparedData` (a raw array
+is laid out on the fly, see :mod:`dpmcmc.records.layout`) and reduce them one block at a time.
 On column-major blocks the per-record function is vectorised by
-:func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`, not ``jax.vmap`` (which moves the row
+:func:`~dpmcmc.records.jaxpr_rewrite.vectorize_columns`, not ``jax.vmap`` (which moves the row
 axis to the front at the first scatter, gather or per-record constant vector and turns a pass
 into one over interleaved data), the forward passes have their small reductions unrolled
-(:func:`~dpmcmc.samplers._jaxpr_rewrite.unroll_small_reductions`), the reverse-mode gradient
+(:func:`~dpmcmc.records.jaxpr_rewrite.unroll_small_reductions`), the reverse-mode gradient
 pass computes its matrix products with the rows kept last
-(:func:`~dpmcmc.samplers._jaxpr_rewrite.small_operand_first`), and for models with ≤ 4
+(:func:`~dpmcmc.records.jaxpr_rewrite.small_operand_first`), and for models with ≤ 4
 parameters the clipped gradient sum is one fused expression (:func:`_clipped_columns`).
 
 Per-example gradients
 ---------------------
 ``method="auto"`` uses ``model.grad_log_likelihood_batch`` when the model supplies one. Else,
 on CPU, for a model with at most 4 parameters on column-major blocks of more than 8192 rows
-(:func:`~dpmcmc.samplers._layout.record_gradients`; DP-HMC's default layout gives such models
+(:func:`~dpmcmc.records.layout.record_gradients`; DP-HMC's default layout gives such models
 blocks of up to 131072 rows), ``"vmap"``: the gradient of ONE record's log-likelihood, its
 jaxpr replayed over the rows by :func:`vectorize_columns` with θ's static slices resolved to
 its elements (:func:`record_gradient`), so that the clipped sum is a few elementwise loops over
@@ -61,7 +61,7 @@ Sharding
 --------
 On data prepared with a ``mesh`` each pass reduces its local blocks on every device and combines
 them with one ``psum``. The released statistic is that reduced value: noise is drawn by the
-caller (:mod:`dpmcmc.samplers._releases`) once, after the reduction, never per device.
+caller (:mod:`dpmcmc.kernels.releases`) once, after the reduction, never per device.
 """
 from __future__ import annotations
 
@@ -72,11 +72,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jax_core
 
-from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._jaxpr_rewrite import (SMALL_REDUCTION, record_gradient,
+from dpmcmc.records.clip import clip_gradients, clip_ratios
+from dpmcmc.records.jaxpr_rewrite import (SMALL_REDUCTION, record_gradient,
                                             small_operand_first, unroll_small_reductions,
                                             vectorize_columns)
-from dpmcmc.samplers._layout import (PreparedData, large_block, prepare_data, record_gradients,
+from dpmcmc.records.layout import (PreparedData, large_block, prepare_data, record_gradients,
                                      resolve_grad_dtype)
 
 Array = Any
@@ -321,7 +321,7 @@ FUSED_CLIP_MAX_DIM = 4
 def _clipped_columns(g: Array, bound: Array, mask: Array, acc) -> tuple[Array, Array]:
     """``(Σ_j clip(g[:, j]), #clipped)`` of column-major gradients ``g`` ``(dim, m)``.
 
-    The same rule as :func:`dpmcmc.samplers._clip.clip_gradients` (non-finite columns count as
+    The same rule as :func:`dpmcmc.records.clip.clip_gradients` (non-finite columns count as
     clipped and contribute zero, padding rows contribute nothing), written so that XLA fuses it
     into the gradient computation: the squared norm as adds of the ``dim`` rows (no reduction
     over a short axis), one scale per column with the mask folded in, and each component's sum
@@ -470,7 +470,7 @@ def loglik_rows(model, data: Array, theta: Array, *, block_size: Optional[int] =
     The chunk-local cache of :func:`clipped_llr_sum_cached`; computed exactly as the ratio
     passes compute ℓ_j (same rewrite, materialised), so it equals, bit for bit, the rows that
     pass returns for the same θ. Raw-data-derived and NOT private: it must stay inside a
-    compiled chunk (:class:`~dpmcmc.samplers._types.ChunkCache`).
+    compiled chunk (:class:`~dpmcmc.kernels.types.ChunkCache`).
     """
     prepared = prepare_data(data, model=model, block_size=block_size)
     dtype = _acc_dtype(theta)

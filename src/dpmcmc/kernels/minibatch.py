@@ -8,10 +8,10 @@ of :mod:`dpmcmc.accounting.pld`) assumes a batch that is a uniformly random subs
 ``n``.
 
 Per-example work on a batch (:func:`batch_llr`, :func:`clipped_batch_llr`,
-:func:`batch_llr_moments`) builds on :mod:`dpmcmc.samplers._passes` (model evaluation) and
-:mod:`dpmcmc.samplers._clip` (clipping rules, including the audit's miscalibration hook), so that
+:func:`batch_llr_moments`) builds on :mod:`dpmcmc.records.passes` (model evaluation) and
+:mod:`dpmcmc.records.clip` (clipping rules, including the audit's miscalibration hook), so that
 a subsampled sampler reads the data only through :func:`batch_rows` and these functions. Rows
-split over a device mesh (:func:`dpmcmc.samplers._sharding.shard_rows`) are gathered there.
+split over a device mesh (:func:`dpmcmc.records.sharding.shard_rows`) are gathered there.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 
 from dpmcmc.accounting._checks import check_batch_size  # re-exported: the shared validator
-from dpmcmc.samplers import _mechanisms
-from dpmcmc.samplers._clip import clip_gradients, clip_ratios
-from dpmcmc.samplers._passes import per_example_grads, per_example_loglik
-from dpmcmc.samplers._sharding import ShardedRows, gather_rows
+from dpmcmc.kernels import mechanisms as _mechanisms
+from dpmcmc.records.clip import clip_gradients, clip_ratios
+from dpmcmc.records.passes import per_example_grads, per_example_loglik
+from dpmcmc.records.sharding import ShardedRows, gather_rows
 
 Array = Any
 
@@ -200,8 +200,8 @@ def batch_rows(data: Array, idx: Array) -> Array:
     """The rows ``data[idx]`` of a batch (a gather of ``b`` rows).
 
     ``data`` is an array, or rows split over a device mesh by
-    :func:`dpmcmc.samplers._sharding.shard_rows`; those are gathered without any device holding
-    all ``n`` rows, and the result is bit for bit the same (:func:`dpmcmc.samplers._sharding.gather_rows`).
+    :func:`dpmcmc.records.sharding.shard_rows`; those are gathered without any device holding
+    all ``n`` rows, and the result is bit for bit the same (:func:`dpmcmc.records.sharding.gather_rows`).
     """
     if isinstance(data, ShardedRows):
         return gather_rows(data, idx)
@@ -227,7 +227,7 @@ def clipped_batch_llr(model, batch: Array, theta: Array, theta_new: Array, bound
     r : array (b,)
         Every entry in ``[-bound, bound]``.
     was_clipped : bool array (b,)
-        True where the ratio was out of bounds or NaN (see :func:`dpmcmc.samplers._clip.clip_ratios`).
+        True where the ratio was out of bounds or NaN (see :func:`dpmcmc.records.clip.clip_ratios`).
     """
     r = batch_llr(model, batch, theta, theta_new)
     return clip_ratios(r, jnp.asarray(bound, r.dtype))

@@ -5,7 +5,7 @@ for DP-HMC on the banana, where sampling took 1–6 s). Two caches remove that c
 
 In-process
 ----------
-:func:`dpmcmc.samplers._driver.run_chains` keeps the jitted chunk and initialisation functions
+:func:`dpmcmc.runtime.driver.run_chains` keeps the jitted chunk and initialisation functions
 of a run given a ``cache_key`` in :data:`PROGRAMS`, keyed on what the traced program depends on:
 the ``cache_key`` (for ``dpmcmc.sample``, :func:`kernel_cache_key`: the algorithm, the model
 (by :func:`model_key`: what its functions compute, so that a model built again by the same

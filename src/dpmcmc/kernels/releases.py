@@ -16,9 +16,9 @@ from typing import Any, NamedTuple, Optional
 import jax.numpy as jnp
 
 from dpmcmc.accounting.events import gaussian_release
-from dpmcmc.samplers._layout import num_rows
-from dpmcmc.samplers._mechanisms import NoiseSource, gaussian_mechanism
-from dpmcmc.samplers._passes import clipped_grad_sum, clipped_llr_sum, clipped_llr_sum_cached
+from dpmcmc.records.layout import num_rows
+from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
+from dpmcmc.records.passes import clipped_grad_sum, clipped_llr_sum, clipped_llr_sum_cached
 
 Array = Any
 
@@ -49,7 +49,7 @@ def release_llr(key: Array, model, data: Array, theta: Array, theta_new: Array, 
     clip : float
         b_l, the per-example log-likelihood-ratio bound per unit of ‖θ−θ'‖.
     block_size : int, optional
-        See :mod:`dpmcmc.samplers._passes`.
+        See :mod:`dpmcmc.records.passes`.
     noise : NoiseSource, optional
         The kernel's noise source (default: ``jax.random``).
 
@@ -78,7 +78,7 @@ def release_llr_cached(key: Array, model, data: Array, cache: Array, theta: Arra
     release : NoisySum
     rows : array
         ℓ_j(θ') per row, laid out like ``cache``: the cache if the move is accepted. Computed
-        from the raw data and NOT private (see :class:`~dpmcmc.samplers._types.ChunkCache`).
+        from the raw data and NOT private (see :class:`~dpmcmc.kernels.types.ChunkCache`).
     """
     def ratio_pass(clip_to):
         return clipped_llr_sum_cached(model, data, cache, theta_new, clip_to, nan_to_bound=True,
@@ -117,7 +117,7 @@ def release_grad(key: Array, model, data: Array, theta: Array, tau_g: float, gra
     grad_clip : float
         b_g, the per-example gradient norm bound.
     method, block_size, grad_dtype
-        See :mod:`dpmcmc.samplers._passes`: the per-example gradients may be computed in
+        See :mod:`dpmcmc.records.passes`: the per-example gradients may be computed in
         float32; the noise is float64 and the released sum float64.
     noise : NoiseSource, optional
         The kernel's noise source (default: ``jax.random``).

@@ -6,7 +6,7 @@ a NaN log-likelihood ratio becomes ``-bound`` (as if the proposal had log-likeli
 record) and a non-finite gradient becomes zero. Both count as clipped.
 
 The bound is the caller's: a sampler passes ``noise.clip_bound(bound)`` of its kernel's
-:class:`~dpmcmc.samplers._mechanisms.NoiseSource`, which is ``bound`` itself except in the
+:class:`~dpmcmc.kernels.mechanisms.NoiseSource`, which is ``bound`` itself except in the
 privacy audit's deliberately miscalibrated kernels.
 """
 from __future__ import annotations

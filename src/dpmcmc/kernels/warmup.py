@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._types import ChunkCache, Kernel
+from dpmcmc.kernels.types import ChunkCache, Kernel
 
 Array = Any
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dpmcmc.samplers._types import Info
+from dpmcmc.kernels.types import Info
 
 Array = Any
 
@@ -134,7 +134,7 @@ def proposal_transition(model, proposal_std: Array, mode: str, release_keys: int
         ``data_term`` is its released (tempered) contribution to the log acceptance ratio,
         ``noise_sd`` what ``accept`` needs of its noise, ``clip_fraction`` the NON-private clip
         fraction for :class:`Info`, ``taps`` a dict of released values for the audit. ``cache``
-        is the chunk-local per-record cache at θ (:class:`~dpmcmc.samplers._types.ChunkCache`)
+        is the chunk-local per-record cache at θ (:class:`~dpmcmc.kernels.types.ChunkCache`)
         or ``None``; ``rows`` the same values at θ' (``None`` without a cache).
     accept : callable
         ``accept(key, noisy_log_ratio, noise_sd) -> (accepted, nan)``, applied to

@@ -1,6 +1,6 @@
 """The data rows laid out in blocks for the per-example passes.
 
-Every full-data pass of :mod:`dpmcmc.samplers._passes` runs over a :class:`PreparedData`: the
+Every full-data pass of :mod:`dpmcmc.records.passes` runs over a :class:`PreparedData`: the
 rows cut once per run (by the algorithm's ``SPEC.layout``, before anything is traced) into
 blocks of ``block_size`` rows, padded with masked rows, so that per-example intermediates never exceed one block per chain and no pass ever holds
 an ``n × dim × chains`` array. On CPU blocks of 4096 rows keep the intermediates in cache
@@ -14,7 +14,7 @@ Layout
 For a model that supplies no vectorised functions (the usual case: only
 ``log_likelihood(theta, x)``) the blocks are stored column-major, ``(blocks, *record_shape,
 block_size)``, and the passes vectorise the user's per-record function over the last axis
-(:func:`dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`): every per-example operation then runs
+(:func:`dpmcmc.records.jaxpr_rewrite.vectorize_columns`): every per-example operation then runs
 along contiguous memory, which is what makes the autodiff path as fast as hand-written
 elementwise code. A model that supplies ``log_likelihood_batch`` / ``grad_log_likelihood_batch``
 gets row-major blocks, the layout those functions are written for. A raw array given to a pass
@@ -32,7 +32,7 @@ Sharding
 --------
 With ``mesh``, :func:`prepare_data` splits the blocks over the devices of one mesh axis
 (:func:`data_axis` names it); each pass reduces its local blocks on every device and combines
-them with one ``psum`` (see :mod:`dpmcmc.samplers._sharding`).
+them with one ``psum`` (see :mod:`dpmcmc.records.sharding`).
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def record_gradients(model, column_major: bool, columnar: bool = True,
 
     True on the CPU backend for a model with at most :data:`RECORD_GRAD_MAX_DIM` parameters that
     supplies no vectorised gradient, on column-major blocks vectorised by
-    :func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`, of ``block_rows`` rows that pass
+    :func:`~dpmcmc.records.jaxpr_rewrite.vectorize_columns`, of ``block_rows`` rows that pass
     :func:`large_block` (None: the layout is still to be chosen). Smaller blocks keep the
     broadcast-θ reverse pass: XLA splits the per-record pass's loops over threads even there,
     which costs more than it gains (see :func:`auto_block_size`). Decided from the model's
@@ -274,15 +274,15 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
         Mesh axis for the rows; default: the mesh's only axis.
     columnar : bool, default True
         On column-major blocks, vectorise the per-record log-likelihood with
-        :func:`~dpmcmc.samplers._jaxpr_rewrite.vectorize_columns`; ``False``: ``jax.vmap`` over
+        :func:`~dpmcmc.records.jaxpr_rewrite.vectorize_columns`; ``False``: ``jax.vmap`` over
         the last axis.
     fused_clip : bool, default True
         On column-major blocks of models with ≤ ``FUSED_CLIP_MAX_DIM`` parameters, clip and sum
-        per-example gradients in one expression (:mod:`dpmcmc.samplers._passes`); ``False``: the
-        separate :func:`~dpmcmc.samplers._clip.clip_gradients`.
+        per-example gradients in one expression (:mod:`dpmcmc.records.passes`); ``False``: the
+        separate :func:`~dpmcmc.records.clip.clip_gradients`.
     unroll_reductions : bool, default True
         Let the forward passes rewrite small reductions as unrolled adds
-        (:func:`~dpmcmc.samplers._jaxpr_rewrite.unroll_small_reductions`); ``False``: every pass
+        (:func:`~dpmcmc.records.jaxpr_rewrite.unroll_small_reductions`); ``False``: every pass
         is traced as written.
 
     The three switches change speed only, never the released values' definition (the same

@@ -10,8 +10,8 @@ Two additions serve :func:`dpmcmc.sample`: a run can start from a saved point
 (``on_chunk``), which is how checkpointing works; since the draws depend only on the key, the
 iteration index and the carried state, a resumed run yields exactly the draws of an uninterrupted
 one. In secure mode (``secure_secret``) the privacy noise of every step is drawn from ChaCha20
-keyed by the secret (see :mod:`dpmcmc.samplers._mechanisms`): the driver builds each step's
-kernel with a :class:`~dpmcmc.samplers._mechanisms.NoiseSource` holding the secret (a traced
+keyed by the secret (see :mod:`dpmcmc.kernels.mechanisms`): the driver builds each step's
+kernel with a :class:`~dpmcmc.kernels.mechanisms.NoiseSource` holding the secret (a traced
 argument of the compiled run) and the step's (chain, iteration). Nothing is read from
 process-global state, so runs traced at the same time in different threads stay apart.
 
@@ -22,10 +22,10 @@ float64.
 Data as an argument
 -------------------
 A kernel takes its data as an argument (``init(theta, data)``, ``step(key, state, data)``;
-see :class:`~dpmcmc.samplers._types.Kernel`), and :func:`run_chains` passes ``data=`` to the
+see :class:`~dpmcmc.kernels.types.Kernel`), and :func:`run_chains` passes ``data=`` to the
 compiled chunk program (and to the compiled state initialisation) as a parameter: the data
-(a :class:`~dpmcmc.samplers._layout.PreparedData`, a
-:class:`~dpmcmc.samplers._sharding.ShardedRows` or a raw array, as the algorithm's
+(a :class:`~dpmcmc.records.layout.PreparedData`, a
+:class:`~dpmcmc.records.sharding.ShardedRows` or a raw array, as the algorithm's
 ``layout`` made them) reach the program sharded as they were placed, and are never a constant
 copied into it (``jax.jit`` embeds every concrete array a traced function closes over as a
 constant of full size: twice the memory, a compile time that grows with ``n`` and, under a
@@ -33,7 +33,7 @@ device mesh, all rows on every device).
 
 Chunk-local caches
 ------------------
-A kernel with a :class:`~dpmcmc.samplers._types.ChunkCache` (``Kernel.cached``: DP penalty's
+A kernel with a :class:`~dpmcmc.kernels.types.ChunkCache` (``Kernel.cached``: DP penalty's
 per-record log-likelihoods at θ) is stepped through it: each compiled chunk builds the cache
 from the states when it starts, carries it through its ``lax.scan`` beside them and drops it at
 its end. The cache is computed from the raw data and is not private, so it is never an output of
@@ -53,12 +53,12 @@ position. A ready ``Kernel`` cannot carry the secret and is refused in secure mo
 Compiled once
 -------------
 A run given a ``cache_key`` (``dpmcmc.sample`` gives one: algorithm, model key, prepared
-parameters, warm-up) has its jitted functions kept in :data:`dpmcmc._compile_cache.PROGRAMS`,
+parameters, warm-up) has its jitted functions kept in :data:`dpmcmc.runtime.compile_cache.PROGRAMS`,
 keyed also on the chunk length, secure mode and the shapes, dtypes, shardings and static layout
 of the state, keys and data (the chain count is in the keys' shape): a repeated call with new
 data of the same shape neither traces nor compiles again. Two runs with equal keys must run the
 same kernel. Such a run also turns on JAX's persistent compilation cache
-(:func:`dpmcmc._compile_cache.ensure_persistent_cache`), so a new process loads the program
+(:func:`dpmcmc.runtime.compile_cache.ensure_persistent_cache`), so a new process loads the program
 instead of compiling it; the program holds no data, key or secret, which are all arguments. The
 chunk program is compiled before the first chunk runs, so the progress output shows a
 "compiling" phase apart from the sampling bar.
@@ -74,9 +74,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc import _compile_cache
-from dpmcmc.samplers._mechanisms import NoiseSource
-from dpmcmc.samplers._types import Kernel
+from dpmcmc.runtime import compile_cache as _compile_cache
+from dpmcmc.kernels.mechanisms import NoiseSource
+from dpmcmc.kernels.types import Kernel
 
 Array = Any
 
@@ -95,7 +95,7 @@ class RunProgress(NamedTuple):
         The draws so far.
     infos : Info pytree or list of leaves
         Per-iteration diagnostics so far, leading axes ``(chains, done)``. Their clip fractions
-        are NOT private (see :class:`~dpmcmc.samplers._types.Info` for which fields are).
+        are NOT private (see :class:`~dpmcmc.kernels.types.Info` for which fields are).
     done : int
         Iterations completed per chain.
     """
@@ -347,7 +347,7 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
     kernel : Kernel, or callable ``build(noise) -> Kernel``
         ``Kernel(init, step)`` of one chain (``init(theta, data)``, ``step(key, state, data)``),
         or a builder of it from its privacy-noise source (``noise``: a
-        :class:`~dpmcmc.samplers._mechanisms.NoiseSource`, or ``None`` for ``jax.random``).
+        :class:`~dpmcmc.kernels.mechanisms.NoiseSource`, or ``None`` for ``jax.random``).
         Secure mode needs a builder (see the module docstring).
     theta0 : array (chains, dim)
         Starting points, one row per chain.
@@ -369,7 +369,7 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         of nearby lengths share one compiled program. The draws do not depend on it.
     secure_secret : uint32 array (8,), optional
         Secure mode: the run's secret 256-bit ChaCha20 key. Every privacy-noise draw
-        (:func:`dpmcmc.samplers._mechanisms.noise_normal`) is then ChaCha20 output under this key
+        (:func:`dpmcmc.kernels.mechanisms.noise_normal`) is then ChaCha20 output under this key
         with the chain index, the iteration and the release's JAX key as public inputs. The
         secret is an argument of the compiled program, never a constant in it: it reaches the
         kernels through their ``noise`` source, built per step by the driver.
@@ -384,7 +384,7 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
         stops the run.
     cache_key : hashable, optional
         What the kernel depends on besides the data's static layout (``dpmcmc.sample``:
-        :func:`dpmcmc._compile_cache.kernel_cache_key` of the algorithm, model and prepared
+        :func:`dpmcmc.runtime.compile_cache.kernel_cache_key` of the algorithm, model and prepared
         parameters). Runs with equal keys must run the same kernel; they then share their
         compiled programs (see the module docstring). ``None`` (default): compiled afresh.
 
@@ -397,7 +397,7 @@ def run_chains(kernel: Any, theta0: Array, key: Array, num_iterations: int, *,
     infos : Info pytree
         Each field with leading axes ``(chains, num_iterations)``. Its clip fractions are NOT
         private; for a private sampler ``accepted``/``diverged`` are covered by the guarantee
-        (see :class:`~dpmcmc.samplers._types.Info`).
+        (see :class:`~dpmcmc.kernels.types.Info`).
 
     Notes
     -----

@@ -211,7 +211,7 @@ class SavedRun(NamedTuple):
         Iterations per chain the run was planned for.
     report : PrivacyReport or None
         The report the run was accounted for (``None`` for a non-private algorithm).
-    progress : dpmcmc.samplers._driver.RunProgress
+    progress : dpmcmc.runtime.driver.RunProgress
         Where the run stood when the checkpoint was written.
     """
 
@@ -235,8 +235,8 @@ def load(path: str, expected: dict, dim: int, chains: int) -> SavedRun:
     import jax
     import jax.numpy as jnp
 
-    from .accounting import PrivacyReport
-    from .samplers._driver import RunProgress
+    from ..accounting import PrivacyReport
+    from .driver import RunProgress
 
     meta, arrays = read_checkpoint(path)
     try:
@@ -322,7 +322,7 @@ class CheckpointWriter:
     def write_start(self, state, theta0: np.ndarray) -> None:
         """Write the run before its first noise draw (iteration 0): ``state`` the initial kernel
         states (``dpmcmc.samplers.init_states``), ``theta0`` the starting points."""
-        from .samplers._driver import RunProgress
+        from .driver import RunProgress
 
         # The infos' structure is known only after a step; an empty checkpoint stores none and
         # the driver rebuilds empty infos from the kernel when it resumes at iteration 0.

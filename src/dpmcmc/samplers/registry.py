@@ -1,6 +1,6 @@
 """The algorithm registry: ``ALGORITHMS``, built from the algorithms' own specs.
 
-Each algorithm module defines one :class:`~dpmcmc.samplers._spec.AlgorithmSpec` (``SPEC``:
+Each algorithm module defines one :class:`~dpmcmc.samplers.spec.AlgorithmSpec` (``SPEC``:
 parameter preparation, kernel builder, release declaration, data access, audit design); this
 module only collects them. To add an algorithm, write its module with a ``SPEC`` and list it in
 ``_MODULES``.
@@ -38,7 +38,7 @@ Parameters of each algorithm (``prepare`` fills the defaults shown; "required" o
 
 ``block_size`` scans the data in blocks of that many rows in every per-example pass (bounds
 memory for large n); it does not change the result beyond float rounding. ``None`` picks
-``dpmcmc.samplers._layout.auto_block_size`` (4096 rows on CPU for n > 8192, one pass on
+``dpmcmc.records.layout.auto_block_size`` (4096 rows on CPU for n > 8192, one pass on
 accelerators).
 """
 from __future__ import annotations
@@ -46,8 +46,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from dpmcmc.samplers import barker, dp_hmc, dp_penalty, dp_sgld, dp_sgnht, hmc, minibatch_penalty, rwmh
-from dpmcmc.samplers._layout import data_axis
-from dpmcmc.samplers._spec import AlgorithmSpec
+from dpmcmc.records.layout import data_axis
+from dpmcmc.samplers.spec import AlgorithmSpec
 
 __all__ = ["AlgorithmSpec", "ALGORITHMS", "check_mesh"]
 
