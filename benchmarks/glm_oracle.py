@@ -46,11 +46,14 @@ from __future__ import annotations
 
 import os
 
-# One XLA thread (as the other benchmarks): modest CPU on the shared machine, and the default
-# path's batched linear algebra under vmap hung once in XLA's multi-threaded CPU pool during the
-# first runs of this script (AER DoctorVisits, p = 10; see the report). A hang now aborts with a
-# traceback after WATCHDOG_S instead of waiting forever (results are written table by table).
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+# One CPU for the whole process, set before JAX starts: XLA's CPU thread pool then has one
+# thread. With two, the default path's batched linear algebra under vmap (4000 triangular solves
+# of 10 x 10 factors on AER DoctorVisits) deadlocks in jaxlib's LAPACK batch splitting — both
+# pool threads wait for sub-tasks queued to the same pool (seen twice in this script, reproduced
+# in isolation; see the report). It also keeps the benchmark's CPU use modest. A hang that still
+# happens aborts with a traceback after WATCHDOG_S (results are written table by table).
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
@@ -73,7 +76,7 @@ SIM_GRID = [(n, d) for d in (2, 5, 10) for n in (1000, 10000)]
 REG_GRID = (0.1, 0.2, 0.35, 0.5)
 #: Mode finders: (share of ε on the ObjPert point, its reg_share, Hessian known or released).
 MODE_FINDER = [(0.2, 0.2, "oracle"), (0.3, 0.5, "oracle"), (0.2, 0.2, "private"),
-               (0.3, 0.5, "private")]
+               (0.3, 0.5, "private"), (0.2, 0.2, "gauss"), (0.3, 0.5, "gauss")]
 
 
 def tables(which: set) -> list:
@@ -270,7 +273,8 @@ def write_md(rows, args, seconds) -> None:
           "rest regularised towards the first point (fully private). *finder s/ρ/H*: ObjPert "
           "point with s·ε (Jacobian share ρ of it), one K-norm gradient release there with the "
           "rest, one Newton step of the log posterior with the Hessian at the point known "
-          "(*oracle*, as the oracle) or released (*private*: K-norm, 20 % of the rest).", "",
+          "(*oracle*, as the oracle) or released with 20 % of the rest (*private*: K-norm on the upper "
+          "triangle; *gauss*: Gaussian mechanism, Frobenius bound p/4, at δ/2).", "",
           "| table | ε | " + " | ".join(f"ObjPert ρ={rs:g}" for rs in REG_GRID)
           + " | two-stage | " + " | ".join(f"finder {s:g}/{rs:g}/{h}" for s, rs, h in MODE_FINDER)
           + " |",

@@ -65,7 +65,9 @@ the log-likelihood gradient at θ₀ once (K-norm, box half-width 2) with the re
 Newton step of the log posterior with the Hessian at θ₀ either known (``hessian="oracle"``, as the
 oracle of glm_oracle.py) or released too (``hessian="private"``: K-norm on the upper triangle,
 half-widths 1/4 on the diagonal (entries in [0, 1/4]) and 1/2 off it, a ``hessian_share`` of the
-second part, projected onto eigenvalues ≥ its noise sd). Pure composition: (ε, δ)-DP in all.
+second part, projected onto eigenvalues ≥ its noise sd; or ``hessian="gauss"``: the Gaussian
+mechanism with the Frobenius bound p/4, at (that share of ε, δ/2)). Basic composition: (ε, δ)-DP
+in all.
 """
 from __future__ import annotations
 
@@ -170,21 +172,43 @@ def private_hessian(key, H: np.ndarray, epsilon: float) -> tuple[np.ndarray, flo
     return (V * np.maximum(w, sd)) @ V.T, sd
 
 
+def gaussian_hessian(key, H: np.ndarray, epsilon: float, delta: float) -> tuple[np.ndarray, float]:
+    """Gaussian release of the log-likelihood Hessian sum, (ε, δ)-DP under replace-one: the
+    per-record Hessian σ(1 − σ)x̃x̃ᵀ has Frobenius norm ≤ p/4, so the sum's L2 sensitivity is
+    p/2; noise σ = (p/2)/√(2μ) with μ = ``dpmcmc.accounting.gaussian_mu(ε, δ)`` (the library's
+    Gaussian-composition units, as noise_aware_glm's Gaussian releases), drawn on the upper
+    triangle and mirrored (a post-processing of the upper triangle, whose sensitivity is at most
+    the Frobenius one), projected onto eigenvalues ≥ σ."""
+    from dpmcmc.accounting import gaussian_mu
+
+    p = H.shape[0]
+    sigma = (p / 2.0) / math.sqrt(2.0 * gaussian_mu(epsilon, delta))
+    with jax.enable_x64(True):
+        z = np.asarray(jax.random.normal(key, (p, p), dtype=np.float64))
+    Z = np.triu(z) + np.triu(z, 1).T
+    w, V = np.linalg.eigh(H + sigma * Z)
+    return (V * np.maximum(w, sigma)) @ V.T, sigma
+
+
 def objpert_newton(key, X: np.ndarray, y: np.ndarray, epsilon: float, delta: float, share: float,
                    prior_prec: float, hessian: str = "oracle", hessian_share: float = 0.2,
                    reg_share: float = REG_SHARE) -> np.ndarray:
     """ObjPert point with ``share``·ε, then one released gradient (and, with
-    ``hessian="private"``, a released Hessian) at it and one Newton step of the log posterior
-    (prior precision ``prior_prec``). Returns the scaled coefficients."""
+    ``hessian="private"`` (K-norm) or ``"gauss"`` (Gaussian, δ/2; the ObjPert point then uses
+    δ/2), a released Hessian) at it and one Newton step of the log posterior (prior precision
+    ``prior_prec``). Basic composition: (ε, δ)-DP. Returns the scaled coefficients."""
     k_op, k_g, k_h = jax.random.split(key, 3)
     p = X.shape[1]
-    theta0 = objpert(k_op, X, y, ObjPertPlan(p, share * epsilon, delta, reg_share))
+    d_op = delta / 2 if hessian == "gauss" else delta
+    theta0 = objpert(k_op, X, y, ObjPertPlan(p, share * epsilon, d_op, reg_share))
     rest = (1.0 - share) * epsilon
     eps_g = rest if hessian == "oracle" else (1.0 - hessian_share) * rest
     g = X.T @ (y - sigmoid(X @ theta0)) + knorm_noise(k_g, p, 2.0, eps_g)
     H = logistic_hessian(X, theta0)
     if hessian == "private":
         H, _ = private_hessian(k_h, H, hessian_share * rest)
+    elif hessian == "gauss":
+        H, _ = gaussian_hessian(k_h, H, hessian_share * rest, delta / 2)
     Q = H + prior_prec * np.eye(p)
     return theta0 + np.linalg.solve(Q, g - prior_prec * theta0)
 

@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import os
 
-# One XLA thread (as the other benchmarks): modest CPU on the shared machine, and the default
-# path's batched linear algebra under vmap hung once in XLA's multi-threaded CPU pool during the
-# first runs of this script (AER DoctorVisits, p = 10; see the report). A hang now aborts with a
-# traceback after WATCHDOG_S instead of waiting forever (results are written table by table).
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+# One CPU for the whole process, set before JAX starts: XLA's CPU thread pool then has one
+# thread. With two, the default path's batched linear algebra under vmap (4000 triangular solves
+# of 10 x 10 factors on AER DoctorVisits) deadlocks in jaxlib's LAPACK batch splitting — both
+# pool threads wait for sub-tasks queued to the same pool (seen twice in this script, reproduced
+# in isolation; see the report). It also keeps the benchmark's CPU use modest. A hang that still
+# happens aborts with a traceback after WATCHDOG_S (results are written table by table).
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
