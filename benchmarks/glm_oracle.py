@@ -68,7 +68,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _glm_tables as G  # noqa: E402
-from objpert import REG_SHARE, ObjPertPlan, objpert, objpert_newton, objpert_two_stage  # noqa: E402
+from objpert import (REG_SHARE, ObjPertPlan, objpert, objpert_debiased, objpert_newton,  # noqa: E402
+                     objpert_two_stage)  # noqa: E402
 
 SIM_GRID = [(n, d) for d in (2, 5, 10) for n in (1000, 10000)]
 #: ObjPert's share of ε for the Jacobian term: the grid reported (the fixed default REG_SHARE
@@ -77,6 +78,8 @@ REG_GRID = (0.1, 0.2, 0.35, 0.5)
 #: Mode finders: (share of ε on the ObjPert point, its reg_share, Hessian known or released).
 MODE_FINDER = [(0.2, 0.2, "oracle"), (0.3, 0.5, "oracle"), (0.2, 0.2, "private"),
                (0.3, 0.5, "private"), (0.2, 0.2, "gauss"), (0.3, 0.5, "gauss")]
+#: Debiased ObjPert (objpert.objpert_debiased): (Jacobian share ρ, Hessian known or released).
+DEBIASED = [(0.1, "oracle"), (0.2, "oracle"), (0.1, "private"), (0.2, "private")]
 
 
 def tables(which: set) -> list:
@@ -190,11 +193,19 @@ def main(argv=None) -> None:
                 r.update(share=share, reg_share=rs, hessian=hess,
                          ratio=r["median_worst"] / o["median_worst"])
                 finders.append(r)
+            debiased = []
+            for i, (rs, hess) in enumerate(DEBIASED):
+                r = point_method(lambda k: objpert_debiased(k, X, y, eps, G.DELTA, prec, hess,
+                                                            reg_share=rs),
+                                 ref, des, args.op_runs, jax.random.fold_in(base, 20 + i))
+                r.update(reg_share=rs, hessian=hess, ratio=r["median_worst"] / o["median_worst"])
+                debiased.append(r)
             row = {"table": table.label, "kind": kind, "n": n, "p": p, "epsilon": eps,
                    "names": list(ref["names"]), "oracle": o, "default": dm, "objpert": op,
                    "objpert_ratio": op["median_worst"] / o["median_worst"],
                    "objpert_grid": {str(k): v for k, v in grid.items()}, "objpert_two_stage": two,
-                   "ratio": dm["median_worst"] / o["median_worst"], "mode_finder": finders}
+                   "ratio": dm["median_worst"] / o["median_worst"], "mode_finder": finders,
+                   "objpert_debiased": debiased}
             rows.append(row)
             best = min(finders, key=lambda r: r["median_worst"])
             print(f"  eps={eps:g}: oracle {o['median_worst']:.3f} (pass {o['pass_rate']:.2f}); "
@@ -202,7 +213,8 @@ def main(argv=None) -> None:
                   f"(bar {dm['bar_runs']}/{dm['runs']}, cov {dm['coverage90']:.2f}); "
                   f"objpert {op['median_worst']:.3f} ({row['objpert_ratio']:.2f}); best finder "
                   f"{best['share']}/{best['reg_share']}/{best['hessian']} {best['ratio']:.2f}; "
-                  f"two-stage {two['ratio']:.2f} "
+                  f"two-stage {two['ratio']:.2f}; debiased "
+                  f"{', '.join(f'{r:.2f}' for r in (d['ratio'] for d in debiased))} "
                   f"[{time.time() - t0:.0f} s]", flush=True)
         G.write_json(G.RESULTS / f"glm_oracle{'_' + args.tag if args.tag else ''}.json",
                      {"environment": G.environment(), "args": vars(args), "rows": rows})
@@ -284,6 +296,19 @@ def write_md(rows, args, seconds) -> None:
             + r["mode_finder"]
         L.append(f"| {r['table']} | {r['epsilon']:g} | " + " | ".join(
             f"{c['median_worst']:.3f} ({c['ratio']:.2f}×)" for c in cells) + " |")
+    L += ["", "## Debiased objective perturbation (no second gradient release)", "",
+          "One ObjPert release with the whole ε (Jacobian share ρ), then the Newton step its own "
+          "stationarity condition licenses: at the ObjPert point the log-likelihood gradient is "
+          "Λθ_op + b, b the release's K-norm noise, so a step with Λθ_op as the released gradient "
+          "undoes the ridge's shrinkage and leaves the oracle's error at ε_b "
+          "(benchmarks/objpert.py, `objpert_debiased`). Hessian at the point known (*oracle*) "
+          "or released by K-norm with 0.2 ε (*private*; the ObjPert point then has 0.8 ε). "
+          "Median worst err (ratio to the oracle's); the default's ratio for comparison.", "",
+          "| table | ε | default ratio | " + " | ".join(f"debiased ρ={rs:g}, H {h}" for rs, h in DEBIASED)
+          + " |", "|---|---|---|" + "---|" * len(DEBIASED)]
+    for r in rows:
+        L.append(f"| {r['table']} | {r['epsilon']:g} | {r['ratio']:.2f} | " + " | ".join(
+            f"{c['median_worst']:.3f} ({c['ratio']:.2f}×)" for c in r["objpert_debiased"]) + " |")
     path = G.RESULTS / f"glm_oracle{'_' + args.tag if args.tag else ''}.md"
     path.write_text("\n".join(L) + "\n")
     print(f"wrote {path}")
