@@ -123,7 +123,7 @@ def oracle(ref: dict, des, eps: float, draws: int, key) -> dict:
 
 
 def knorm_noise_jit(key, p, eps):
-    from dpmcmc.samplers._mechanisms import knorm_mechanism
+    from dpmcmc.kernels.mechanisms import knorm_mechanism
 
     return knorm_mechanism(key, jax.numpy.zeros(p), jax.numpy.full(p, 2.0), eps)
 

@@ -12,7 +12,7 @@ record is ``ℓ(θ; x̃, y) = softplus(x̃ᵀθ) − y x̃ᵀθ`` (convex), with
 Mechanism (Chaudhuri, Monteleoni & Sarwate 2011, Alg. 2; Kifer, Smith & Thakurta 2012)
 --------------------------------------------------------------------------------------
 Draw ``b`` with density ``ν(b) ∝ exp(−ε_b ‖b‖_K)``, ``‖b‖_K = max_j |b_j| / 2`` (the ℓ∞ K-norm
-mechanism of the library, :func:`dpmcmc.samplers._mechanisms.knorm_mechanism`, box half-width 2)
+mechanism of the library, :func:`dpmcmc.kernels.mechanisms.knorm_mechanism`, box half-width 2)
 and output the minimiser ``θ*`` of
 
     J_D(θ) = Σ_i ℓ(θ; x̃_i, y_i) + (Λ/2)‖θ‖² + bᵀθ,      Λ = β / (e^{ε_Λ} − 1).
@@ -78,7 +78,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from dpmcmc.samplers._mechanisms import knorm_mechanism
+from dpmcmc.kernels.mechanisms import knorm_mechanism
 
 from _glm_tables import logistic_hessian, logistic_newton, sigmoid
 
