@@ -18,8 +18,8 @@ The rule
 Every LAPACK-backed operation the library traces goes through this module. Each function here
 is the corresponding ``jnp.linalg`` / ``jax.scipy.linalg`` call on ONE matrix, wrapped so that
 any batch — leading axes of the arguments, or a ``jax.vmap`` over it, however deep (chains,
-draws, audit trials) — runs as a loop (``lax.map``, via ``jax.custom_batching.sequential_vmap``)
-of unbatched calls. An unbatched LAPACK call runs inline on its thread and schedules nothing,
+draws, audit trials) — runs as a loop (``lax.map``, by a ``jax.custom_batching.custom_vmap``
+rule) of unbatched calls. An unbatched LAPACK call runs inline on its thread and schedules nothing,
 so no pool thread ever waits on work queued behind it. Each matrix goes through the same LAPACK
 routine and the same surrounding operations as in the batched call, so the results are the same
 to the last bit (tests/test_pool_deadlock.py).
@@ -38,7 +38,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from jax.custom_batching import sequential_vmap
+from jax.custom_batching import custom_vmap
 
 __all__ = ["cholesky", "cho_solve", "solve_triangular", "solve", "inv", "eigh"]
 
@@ -46,11 +46,29 @@ __all__ = ["cholesky", "cho_solve", "solve_triangular", "solve", "inv", "eigh"]
 def _one_matrix_at_a_time(fn, signature: str):
     """``fn`` on one problem (core shapes ``signature``), looped over any batch.
 
-    ``sequential_vmap`` turns a ``vmap`` of the function into ``lax.map`` of it (and a ``vmap``
-    of that into a nested loop); ``jnp.vectorize`` turns leading batch axes of the arguments into
-    such a ``vmap``. Without a batch, it is ``fn`` itself.
+    The ``custom_vmap`` rule turns a ``vmap`` of the function into ``lax.map`` of it over the
+    batched arguments, the others closed over (and a ``vmap`` of that into a nested loop);
+    ``jnp.vectorize`` turns leading batch axes of the arguments into such a ``vmap``. Without a
+    batch, it is ``fn`` itself. (``jax.custom_batching.sequential_vmap`` is the same rule but
+    fails when the rule is reached with no argument batched, as in ``jax.jacfwd``.)
     """
-    return functools.wraps(fn)(jnp.vectorize(sequential_vmap(fn), signature=signature))
+    looped = custom_vmap(fn)
+
+    @looped.def_vmap
+    def rule(axis_size, in_batched, *args):
+        del axis_size
+        if not any(in_batched):  # nothing to loop over (reached so under jax.jacfwd)
+            out = fn(*args)
+            return out, jax.tree.map(lambda _: False, out)
+
+        def one(mapped):
+            it = iter(mapped)
+            return looped(*[next(it) if b else a for a, b in zip(args, in_batched)])
+
+        out = jax.lax.map(one, [a for a, b in zip(args, in_batched) if b])
+        return out, jax.tree.map(lambda _: True, out)
+
+    return functools.wraps(fn)(jnp.vectorize(looped, signature=signature))
 
 
 # One wrapped function per static option, made once (a stable object for JAX's caches).
