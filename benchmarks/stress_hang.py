@@ -89,7 +89,7 @@ def worker(fits: int, rows: int, start: int, threads: int = 1) -> None:
             print(f"ok {i} {time.process_time() - c0:.4f} {time.perf_counter() - w0:.4f}",
                   flush=True)
 
-    print("ready", flush=True)
+    print("ready", os.path.dirname(os.path.dirname(os.path.abspath(dpmcmc.__file__))), flush=True)
     if threads == 1:
         for i in range(start, start + fits):
             fit(i)
@@ -204,6 +204,10 @@ def run_slot(src: str, fits: int, rows: int, timeout: float, startup: float, gdb
                 fresh, limit = False, timeout
                 done += 1
             elif line.startswith("ready"):
+                imported = line.split(maxsplit=1)[1].strip()
+                if os.path.realpath(imported) != os.path.realpath(src):
+                    proc.kill()
+                    raise RuntimeError(f"the worker imported dpmcmc from {imported}, not {src}")
                 limit = startup + timeout  # the first fit compiles
     return {"fits": done, "hangs": hangs, "cpu": cpu, "wall": wall, "first": first}
 
@@ -235,12 +239,12 @@ def stress(src: str, procs: int, fits: int, rows: int, timeout: float, startup: 
         raise errors[0]
     wall_all = time.perf_counter() - t0
     steady = [w for r in results for w in r["wall"]]
+    firsts = [w for r in results for w in r["first"]]
     return {"procs": procs, "threads": threads, "fits": sum(r["fits"] for r in results),
             "hangs": sum(r["hangs"] for r in results), "wall_s": round(wall_all, 1),
             "timeout_s": timeout, "rows": rows,
             "median_fit_wall_s": round(statistics.median(steady), 4) if steady else None,
-            "median_first_fit_wall_s": round(statistics.median(
-                [w for r in results for w in r["first"]]), 3),
+            "median_first_fit_wall_s": round(statistics.median(firsts), 3) if firsts else None,
             "nproc": os.cpu_count(), "loadavg_end": os.getloadavg(), "python": platform.python_version(),
             "src": src}
 
