@@ -34,7 +34,8 @@ import pytest
 from jax.extend import core as jax_core
 
 from dpmcmc import _linalg
-from dpmcmc.samplers import ALGORITHMS, _driver
+from dpmcmc.runtime import driver as _driver
+from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import noise_aware_glm as nag
 
 from api_params import budget_kwargs, gaussian_data, gaussian_model, valid_params
@@ -176,14 +177,20 @@ def _glm_programs(family, d, mechanism, n=30, draws=64):
                                      prior, draws, 0.1), (4, 5, 7))]
 
 
-@pytest.mark.parametrize("family,d,mechanism", [("logistic", 4, "gaussian"),
-                                                ("logistic", 3, "knorm"),
-                                                ("linear", 3, "auto")])
+@pytest.mark.parametrize("family,d,mechanism", [
+    ("logistic", 4, "gaussian"),
+    # slow: the K-norm last round's draws hold the same linear algebra as the Gaussian's
+    # (default: the logistic-gaussian and linear cases; the linear plan's last round is K-norm)
+    pytest.param("logistic", 3, "knorm", marks=pytest.mark.slow),
+    ("linear", 3, "auto")])
 def test_noise_aware_glm_programs(family, d, mechanism):
     for fun, args, static in _glm_programs(family, d, mechanism):
         _assert_safe(_jaxpr(fun, *args, static_argnums=static), f"{family} {fun.__name__}")
 
 
+# slow: the compiled program confirms the jaxpr check, which test_noise_aware_glm_programs makes
+# by default (test_checkers_flag_batched_lapack_and_fft shows the two checks agree).
+@pytest.mark.slow
 def test_noise_aware_glm_draws_compiled():
     """The program that hung, compiled: its LAPACK calls each act on one matrix."""
     fun, args, static = _glm_programs("logistic", 4, "auto")[1]
@@ -193,6 +200,9 @@ def test_noise_aware_glm_draws_compiled():
     assert blocking_calls(hlo) == []  # ... one matrix each
 
 
+# slow: the runner vmaps nag._releases (checked by test_noise_aware_glm_programs) and its own
+# solve goes through dpmcmc._linalg (test_sources_call_lapack_only_through_the_helper).
+@pytest.mark.slow
 def test_glm_audit_runner():
     from dpmcmc.audit import _glm
 
@@ -219,26 +229,38 @@ def _driver_jaxprs(build, data, theta0, secure: bool):
         return jax.make_jaxpr(init)(data, theta0), run.trace(*args).jaxpr
 
 
+def _check_sampler(algorithm: str, variant: str):
+    """Each sampler's programs as ``dpmcmc.sample`` runs them: ``variant`` "plain", "secure"
+    (private samplers) or "warm-up" (the adaptive kernel the table path uses)."""
+    from dpmcmc import api
+    from dpmcmc.kernels.warmup import MIN_DIAGONAL_WARMUP
+
+    model, data = gaussian_model(f"pool-{algorithm}-{variant}"), gaussian_data(24)
+    budget = budget_kwargs(algorithm)
+    if variant == "warm-up":
+        budget = dict(budget, iterations=MIN_DIAGONAL_WARMUP + 4, warmup=MIN_DIAGONAL_WARMUP)
+    planned = api.plan_run(model, data, algorithm, chains=2, key=jax.random.key(0),
+                           progress=False, theta0=np.zeros(2), secure=variant == "secure",
+                           **budget, **valid_params(algorithm, model, 24))
+    init, chunk = _driver_jaxprs(planned.build, planned.layout(), np.zeros((2, 2)),
+                                 variant == "secure")
+    _assert_safe(init, f"{algorithm} init ({variant})")
+    _assert_safe(chunk, f"{algorithm} chunk ({variant})")
+
+
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_sampler_programs(algorithm):
-    """Each sampler's programs as ``dpmcmc.sample`` runs them: plain, in secure mode (private
-    samplers) and with warm-up (the adaptive kernel the table path uses)."""
-    from dpmcmc import api
-    from dpmcmc.samplers._warmup import MIN_DIAGONAL_WARMUP
+    _check_sampler(algorithm, "plain")
 
-    model, data = gaussian_model(f"pool-{algorithm}"), gaussian_data(24)
-    private = ALGORITHMS[algorithm].private
-    for variant in ("plain", "secure", "warm-up") if private else ("plain", "warm-up"):
-        budget = budget_kwargs(algorithm)
-        if variant == "warm-up":
-            budget = dict(budget, iterations=MIN_DIAGONAL_WARMUP + 4, warmup=MIN_DIAGONAL_WARMUP)
-        planned = api.plan_run(model, data, algorithm, chains=2, key=jax.random.key(0),
-                               progress=False, theta0=np.zeros(2), secure=variant == "secure",
-                               **budget, **valid_params(algorithm, model, 24))
-        init, chunk = _driver_jaxprs(planned.build, planned.layout(), np.zeros((2, 2)),
-                                     variant == "secure")
-        _assert_safe(init, f"{algorithm} init ({variant})")
-        _assert_safe(chunk, f"{algorithm} chunk ({variant})")
+
+# slow: secure mode swaps the noise source (integer ChaCha20 arithmetic) and warm-up wraps the
+# kernel in elementwise adaptation; neither adds linear algebra (default: the plain programs
+# above and test_sources_call_lapack_only_through_the_helper).
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_sampler_program_variants(algorithm):
+    for variant in ("secure", "warm-up") if ALGORITHMS[algorithm].private else ("warm-up",):
+        _check_sampler(algorithm, variant)
 
 
 def test_private_start_program():
