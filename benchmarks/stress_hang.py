@@ -2,7 +2,7 @@
 
 Issue 33 §2: ``dpmcmc.glm``'s default (the noise-aware GLM) hung at 0 % CPU on a 2-core machine,
 every XLA pool thread waiting in a batched LAPACK call for chunks queued behind it
-(dpmcmc/_linalg.py explains the deadlock and the rule that removes it). This script runs the
+(dpmcmc/linalg.py explains the deadlock and the rule that removes it). This script runs the
 default fit (``dpmcmc.glm(table, family, target=..., bounds=..., epsilon=1, delta=1e-6)``:
 algorithm "auto", 4 chains × 1000 draws, a fresh OS-entropy key per fit) over and over in
 ``--procs`` concurrent worker processes, alternating the logistic and the linear family, on a

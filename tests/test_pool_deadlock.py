@@ -1,11 +1,11 @@
-"""No program of the library can deadlock XLA's CPU thread pool (issue 33 §2; dpmcmc/_linalg.py).
+"""No program of the library can deadlock XLA's CPU thread pool (issue 33 §2; dpmcmc/linalg.py).
 
 jaxlib splits a LAPACK custom call on a batch of matrices into chunks on XLA's intra-op thread
 pool and blocks the calling thread, itself often a pool thread, until they finish; with as many
 such calls at once as the pool has threads, every thread waits on work queued behind it. The
 noise-aware GLM's draws hung that way (two batched triangular solves on a 2-core machine). An
 FFT thunk blocks on the pool the same way. The library's rule: every LAPACK call acts on one
-matrix (``dpmcmc._linalg`` loops over any batch), and no program holds an FFT or a foreign
+matrix (``dpmcmc.linalg`` loops over any batch), and no program holds an FFT or a foreign
 custom call.
 
 Checked structurally on every program the library compiles: the noise-aware GLM's two programs
@@ -13,7 +13,7 @@ Checked structurally on every program the library compiles: the noise-aware GLM'
 the private samplers, secure mode), the private start, the audit's GLM runner and the Gaussian
 model's exact posterior; the built-in models' functions (a sampler vmaps them over records and
 chains, so any LAPACK call in them would run batched); and the sources (no LAPACK-backed call
-outside ``dpmcmc/_linalg.py``). The programs are checked on their jaxprs, which cost a trace and
+outside ``dpmcmc/linalg.py``). The programs are checked on their jaxprs, which cost a trace and
 no compilation: a LAPACK custom call comes only from a linear-algebra primitive, with the
 primitive's operand shape (batch axes first), so "no linear-algebra primitive on a batch" in the
 jaxpr is "no batched LAPACK call" in the compiled program, as the HLO check of the GLM's draws
@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from jax.extend import core as jax_core
 
-from dpmcmc import _linalg
+from dpmcmc import linalg
 from dpmcmc.runtime import driver as _driver
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import noise_aware_glm as nag
@@ -42,33 +42,8 @@ from api_params import budget_kwargs, gaussian_data, gaussian_model, valid_param
 
 # ------------------------------------------------------------------------------- checkers
 
-# Linear-algebra primitives (each lowers to a LAPACK custom call on CPU, its batch the leading
-# axes of its first operand) and the FFT; a foreign function call is a custom call of unknown
-# behaviour.
-_LINALG = {"cholesky", "eigh", "eig", "lu", "triangular_solve", "qr", "geqrf", "geqp3",
-           "householder_product", "svd", "schur", "hessenberg", "tridiagonal",
-           "tridiagonal_solve"}
-_ALWAYS = {"fft", "ffi_call"}
-
-
-def blocking_primitives(jaxpr) -> list:
-    """The equations of a (closed) jaxpr, sub-jaxprs included, that can block a pool thread on
-    the pool: a linear-algebra primitive on more than one matrix, an FFT, a foreign call."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    found = []
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name in _ALWAYS:
-            found.append(name)
-        elif name in _LINALG:
-            shape = eqn.invars[0].aval.shape
-            if math.prod(shape[:-2]) > 1:
-                found.append(f"{name} on {shape}")
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, (tuple, list)) else (value,):
-                if isinstance(sub, (jax_core.ClosedJaxpr, jax_core.Jaxpr)):
-                    found += blocking_primitives(sub)
-    return found
+#: The library's detector (the model contract uses it on user models too).
+blocking_primitives = linalg.pool_blocking_operations
 
 
 # `%x = f64[4000,8,1]{1,2,0} custom-call(...), custom_call_target="lapack_dtrsm_ffi"`; a
@@ -106,7 +81,7 @@ def _unfixed(a, b):
 
 
 def _fixed(a, b):
-    return jax.vmap(lambda m, v: _linalg.solve_triangular(_linalg.cholesky(m), v, lower=True))(a, b)
+    return jax.vmap(lambda m, v: linalg.solve_triangular(linalg.cholesky(m), v, lower=True))(a, b)
 
 
 def test_checkers_flag_batched_lapack_and_fft():
@@ -119,7 +94,7 @@ def test_checkers_flag_batched_lapack_and_fft():
     assert any("lapack_dpotrf" in c and "[5,3,3]" in c for c in bad), bad
     assert any("lapack_dtrsm" in c and "[5,3" in c for c in bad), bad
     assert blocking_calls(hlo_fft)
-    # The same through dpmcmc._linalg: one matrix per LAPACK call, in a loop.
+    # The same through dpmcmc.linalg: one matrix per LAPACK call, in a loop.
     assert "lapack_dpotrf_ffi" in hlo_good and "lapack_dtrsm_ffi" in hlo_good
     assert blocking_calls(hlo_good) == []
     # The jaxpr checker agrees, at any depth of vmap.
@@ -138,14 +113,14 @@ def test_helpers_equal_jax_bit_for_bit():
     b, bb, c = rng.normal(size=(3, 4)), rng.normal(size=(3, 4, 2)), np.linalg.cholesky(a)
     sp = jax.scipy.linalg
     pairs = {
-        "cholesky": (_linalg.cholesky, jnp.linalg.cholesky, (a,)),
-        "eigh": (_linalg.eigh, lambda x: tuple(jnp.linalg.eigh(x)), (a,)),
-        "inv": (_linalg.inv, jnp.linalg.inv, (a,)),
-        "solve": (_linalg.solve, jnp.linalg.solve, (a, bb)),
-        "cho_solve": (_linalg.cho_solve, lambda c, b: sp.cho_solve((c, True), b), (c, b)),
-        "solve_triangular": (lambda c, b: _linalg.solve_triangular(c, b, lower=True, trans=1),
+        "cholesky": (linalg.cholesky, jnp.linalg.cholesky, (a,)),
+        "eigh": (linalg.eigh, lambda x: tuple(jnp.linalg.eigh(x)), (a,)),
+        "inv": (linalg.inv, jnp.linalg.inv, (a,)),
+        "solve": (linalg.solve, jnp.linalg.solve, (a, bb)),
+        "cho_solve": (linalg.cho_solve, lambda c, b: sp.cho_solve((c, True), b), (c, b)),
+        "solve_triangular": (lambda c, b: linalg.solve_triangular(c, b, lower=True, trans=1),
                              lambda c, b: sp.solve_triangular(c, b, lower=True, trans=1), (c, bb)),
-        "jacfwd": (jax.jacfwd(_linalg.cholesky), jax.jacfwd(jnp.linalg.cholesky), (a,)),
+        "jacfwd": (jax.jacfwd(linalg.cholesky), jax.jacfwd(jnp.linalg.cholesky), (a,)),
     }
 
     def both(args):
@@ -201,7 +176,7 @@ def test_noise_aware_glm_draws_compiled():
 
 
 # slow: the runner vmaps nag._releases (checked by test_noise_aware_glm_programs) and its own
-# solve goes through dpmcmc._linalg (test_sources_call_lapack_only_through_the_helper).
+# solve goes through dpmcmc.linalg (test_sources_call_lapack_only_through_the_helper).
 @pytest.mark.slow
 def test_glm_audit_runner():
     from dpmcmc.audit import _glm
@@ -310,10 +285,10 @@ def test_builtin_models_hold_no_linear_algebra():
                 "grad": lambda t: m.grad_per_example(t, x), "prior": m.log_prior}
         for what, fun in funs.items():
             names = _primitive_names(_jaxpr(fun, jnp.zeros(m.dim)).jaxpr)
-            bad += [f"{m.name} {what}: {p}" for p in sorted(names & (_LINALG | _ALWAYS))]
+            bad += [f"{m.name} {what}: {p}" for p in sorted(names & (linalg.LINALG_PRIMITIVES | linalg.ALWAYS_BLOCKING))]
         if m.sample_prior is not None:
             names = _primitive_names(_jaxpr(lambda k: m.sample_prior(k, (3,)), jax.random.key(0)).jaxpr)
-            bad += [f"{m.name} sample_prior: {p}" for p in sorted(names & (_LINALG | _ALWAYS))]
+            bad += [f"{m.name} sample_prior: {p}" for p in sorted(names & (linalg.LINALG_PRIMITIVES | linalg.ALWAYS_BLOCKING))]
     assert not bad, bad
 
 
@@ -330,7 +305,7 @@ def _primitive_names(jaxpr) -> set:
 
 # ----------------------------------------------------------------------------- the sources
 
-# Calls that lower to LAPACK (or an FFT) and so must go through dpmcmc._linalg;
+# Calls that lower to LAPACK (or an FFT) and so must go through dpmcmc.linalg;
 # jnp.linalg.norm and jax.scipy.special are not among them.
 _FORBIDDEN = re.compile(
     r"\b(?:jnp|jax\.numpy)\.linalg\.(?!norm\b)\w+|\bjax\.scipy\.linalg\b|\b(?:jax\.)?lax\.linalg\b"
@@ -339,12 +314,34 @@ _FORBIDDEN = re.compile(
 
 
 def test_sources_call_lapack_only_through_the_helper():
-    src = pathlib.Path(_linalg.__file__).parent
+    src = pathlib.Path(linalg.__file__).parent
     bad = []
     for path in sorted(src.rglob("*.py")):
-        if path.name == "_linalg.py":
+        if path.name == "linalg.py":
             continue
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if _FORBIDDEN.search(line.split("#", 1)[0]):
                 bad.append(f"{path.relative_to(src)}:{i}: {line.strip()}")
-    assert not bad, "LAPACK-backed calls outside dpmcmc/_linalg.py:\n" + "\n".join(bad)
+    assert not bad, "LAPACK-backed calls outside dpmcmc/linalg.py:\n" + "\n".join(bad)
+
+
+def test_user_model_with_batched_linear_algebra_is_refused_before_anything_runs():
+    # The samplers apply a user's log-likelihood to many records at once: a jnp.linalg call in
+    # it is a batched LAPACK call; the contract refuses it, naming the function and the fix,
+    # and accepts the same model written with dpmcmc.linalg.
+    import dpmcmc
+    from dpmcmc.models.base import check_model
+
+    def ll_bad(theta, x):
+        a = jnp.eye(2) + jnp.outer(x, x)
+        return -0.5 * jnp.sum(jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(a), theta,
+                                                                lower=True) ** 2)
+
+    def ll_good(theta, x):
+        a = jnp.eye(2) + jnp.outer(x, x)
+        return -0.5 * jnp.sum(linalg.solve_triangular(linalg.cholesky(a), theta, lower=True) ** 2)
+
+    prior = lambda t: -0.5 * jnp.sum(t ** 2)  # noqa: E731
+    with pytest.raises(ValueError, match=r"log_likelihood: uses cholesky.*dpmcmc.linalg"):
+        check_model(dpmcmc.Model(ll_bad, prior, 2), (50, 2), jnp.float64)
+    check_model(dpmcmc.Model(ll_good, prior, 2), (50, 2), jnp.float64)

@@ -5,7 +5,7 @@ family, 4 chains × 1000 draws, 11 coefficients): the first alone (it compiles t
 the other four in two threads at once, so that two fits' programs share the process's XLA
 thread pool. The worker must report every fit, none more than a minute after the one before
 unless it is still using CPU (a deadlocked process sits at 0 %). Before the fix (batched LAPACK
-calls in the draws; dpmcmc/_linalg.py) this configuration hung in most runs
+calls in the draws; dpmcmc/linalg.py) this configuration hung in most runs
 (benchmarks/README.md, "Stress test of the default command"); the structural guard is
 tests/test_pool_deadlock.py. The full stress test (at least 200 fits over three concurrent
 processes) is ``python benchmarks/stress_hang.py``.

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc import _linalg
+from dpmcmc import linalg
 from dpmcmc.samplers import noise_aware_glm as nag
 from dpmcmc.kernels.mechanisms import NoiseSource
 
@@ -86,7 +86,7 @@ def _runner(plan, d_set, dp_set, noise: NoiseSource):
         theta, g = thetas[-1], gs[-1]
         q = nag._psd(hs[-1], nag.hessian_floor(plan.hessians[-1].noise_sd, plan.d,
                                                 plan.draw_floor_factor)) + prior
-        mean = theta + _linalg.solve(q, g - prior @ theta)  # one matrix per call under the vmap
+        mean = theta + linalg.solve(q, g - prior @ theta)  # one matrix per call under the vmap
         return llr, mean[1]
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0)))

@@ -176,6 +176,39 @@ def _expect(out: Any, shape: tuple, what: str, inputs: str, argument: str = "mod
                          f"on {inputs}{extra}")
 
 
+def _check_pool_safe(model: "Model", theta, x, rows) -> None:
+    """Refuse a model whose functions would hand XLA's CPU thread pool a batched LAPACK call
+    or an FFT once the samplers apply them to many records and chains at once: on CPU such a
+    call can wait for work queued behind itself and hang the run (issue 33 §2). Traced on
+    abstract values, two records at a time; the fix is one matrix per call,
+    :mod:`dpmcmc.linalg`. Accelerators have no such pool: checked on CPU only."""
+    from dpmcmc import linalg
+
+    if jax.default_backend() != "cpu":
+        return
+    two = jax.ShapeDtypeStruct((2, *x.shape), x.dtype)
+    programs = [("log_likelihood", jax.vmap(model.log_likelihood, (None, 0)), (theta, two)),
+                ("log_prior", jax.vmap(model.log_prior),
+                 (jax.ShapeDtypeStruct((2, *theta.shape), theta.dtype),))]
+    if model.log_likelihood_batch is not None:
+        programs.append(("log_likelihood_batch", model.log_likelihood_batch, (theta, rows)))
+    if model.grad_log_likelihood_batch is not None:
+        programs.append(("grad_log_likelihood_batch", model.grad_log_likelihood_batch,
+                         (theta, rows)))
+    for name, fn, args in programs:
+        try:
+            bad = linalg.pool_blocking_operations(jax.make_jaxpr(fn)(*args))
+        except Exception:  # noqa: BLE001 - the shape checks report trace errors, naming them
+            continue
+        if bad:
+            raise ValueError(
+                f"{name}: uses {', '.join(sorted(set(bad)))} on several records at once, which "
+                "on CPU can deadlock XLA's thread pool (a batched LAPACK call waits for work "
+                "queued behind itself); use dpmcmc.linalg (cholesky, cho_solve, "
+                "solve_triangular, solve, inv, eigh: one matrix per call) rather than the "
+                "linear algebra of jax.numpy or jax.scipy, and no FFT")
+
+
 def check_model(model: Model, data_shape: tuple, dtype: Any, *, gradients: bool = False,
                 grad_method: str = "auto", theta_dtype: Any = None) -> None:
     """Check the model contract on the data's public shape and dtype; raise naming the culprit.
@@ -252,6 +285,7 @@ def check_model(model: Model, data_shape: tuple, dtype: Any, *, gradients: bool 
                           "grad_log_likelihood_batch(theta, data)", "data", at_data),
                 (n, model.dim), "grad_log_likelihood_batch(theta, data)", at_data,
                 "grad_log_likelihood_batch")
+    _check_pool_safe(model, theta, x, rows)
     if gradients and not (grad_method == "auto" and model.grad_log_likelihood_batch is not None):
         if grad_method == "forward":
             grad, what = jax.jacfwd(model.log_likelihood), "jax.jacfwd(log_likelihood)(theta, x)"

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _linalg
+from .. import linalg
 from ._common import (
     as_shape,
     as_vector,
@@ -102,8 +102,8 @@ def gaussian_posterior_params(
     p0 = 0.5 * (p0 + p0.T)
     prec = p0 + temperature * n * p
     rhs = p0 @ jnp.asarray(prior_mean, dt) + temperature * n * (p @ jnp.mean(data, axis=0))
-    chol = _linalg.cholesky(prec)
-    mean = _linalg.cho_solve(chol, rhs)
+    chol = linalg.cholesky(prec)
+    mean = linalg.cho_solve(chol, rhs)
     return mean, prec
 
 
@@ -202,11 +202,11 @@ def gaussian(
         key = check_key(key)
         num_draws = check_num_draws(num_draws)
         mean, prec = posterior_params(data)
-        chol = _linalg.cholesky(prec)
+        chol = linalg.cholesky(prec)
         eps = jax.random.normal(key, (num_draws, dim), dtype=mean.dtype)
         # With Lambda = L L^T, L^{-T} eps has covariance Lambda^{-1}; a triangular solve is
         # stabler than inverting the (possibly ill-conditioned) precision.
-        z = _linalg.solve_triangular(chol.T, eps.T, lower=False).T
+        z = linalg.solve_triangular(chol.T, eps.T, lower=False).T
         return mean + z
 
     def posterior_mean(data):
@@ -214,7 +214,7 @@ def gaussian(
 
     def posterior_cov(data):
         prec = posterior_params(data)[1]
-        c = _linalg.inv(prec)
+        c = linalg.inv(prec)
         return 0.5 * (c + c.T)
 
     def generate_data(key, n, theta=None):

@@ -98,7 +98,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpmcmc import _linalg
+from dpmcmc import linalg
 from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
 __all__ = ["FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan", "release_plan", "fit",
@@ -445,7 +445,7 @@ def _noise_draw(key, rel: GLMRelease) -> jax.Array:
 
 def _psd(m: jax.Array, floor=0.0) -> jax.Array:
     m = 0.5 * (m + m.T)
-    vals, vecs = _linalg.eigh(m)
+    vals, vecs = linalg.eigh(m)
     return (vecs * jnp.maximum(vals, floor)) @ vecs.T
 
 
@@ -461,7 +461,7 @@ def hessian_floor(noise_sd, d: int, factor: float = DEFAULT_FLOOR_FACTOR):
 
 def _newton_move(theta, g, h, prior_prec, floor):
     q = _psd(h, floor) + prior_prec
-    step = _linalg.solve(q, g - prior_prec @ theta)
+    step = linalg.solve(q, g - prior_prec @ theta)
     norm = jnp.sqrt(jnp.sum(step * step))
     return theta + step * jnp.minimum(1.0, MAX_STEP / jnp.maximum(norm, 1e-300))
 
@@ -533,13 +533,13 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, grad: GLMRelease, hess: GLMRel
         g = g_rel - _noise_draw(k1, grad)
         h = _psd(h_rel - _noise_draw(k2, hess), floor)
         q = h + prior_prec
-        # Through dpmcmc._linalg: under the vmap below, one matrix per LAPACK call (a batched
-        # call can deadlock XLA's CPU thread pool; dpmcmc/_linalg.py).
-        chol = _linalg.cholesky(q)
-        mean = theta_k + _linalg.cho_solve(chol, g - prior_prec @ theta_k)
+        # Through dpmcmc.linalg: under the vmap below, one matrix per LAPACK call (a batched
+        # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
+        chol = linalg.cholesky(q)
+        mean = theta_k + linalg.cho_solve(chol, g - prior_prec @ theta_k)
         z = jax.random.normal(k3, (d,), jnp.float64)
         # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Q⁻¹.
-        return mean + _linalg.solve_triangular(chol.T, z, lower=False)
+        return mean + linalg.solve_triangular(chol.T, z, lower=False)
 
     return jax.vmap(one)(jax.random.split(key, num))
 

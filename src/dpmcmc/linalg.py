@@ -39,12 +39,14 @@ and no caller differentiates these functions.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-__all__ = ["cholesky", "cho_solve", "solve_triangular", "solve", "inv", "eigh"]
+__all__ = ["cholesky", "cho_solve", "solve_triangular", "solve", "inv", "eigh",
+           "pool_blocking_operations", "LINALG_PRIMITIVES", "ALWAYS_BLOCKING"]
 
 
 def _one_matrix_at_a_time(fn, signature: str):
@@ -141,3 +143,37 @@ def eigh(a):
     """``(eigenvalues ascending, eigenvectors as columns)`` of the symmetric ``a``
     (``jnp.linalg.eigh``, ``a`` symmetrised first); ``(..., n, n)``."""
     return _eigh(a)
+
+
+# Linear-algebra primitives (each lowers to a LAPACK custom call on CPU, its batch the leading
+# axes of its first operand) and the FFT; a foreign function call is a custom call of unknown
+# behaviour.
+LINALG_PRIMITIVES = frozenset({
+    "cholesky", "eigh", "eig", "lu", "triangular_solve", "qr", "geqrf", "geqp3",
+    "householder_product", "svd", "schur", "hessenberg", "tridiagonal", "tridiagonal_solve"})
+ALWAYS_BLOCKING = frozenset({"fft", "ffi_call"})
+
+
+def pool_blocking_operations(jaxpr) -> list:
+    """The operations of a (closed) jaxpr, sub-jaxprs included, that can block a thread of XLA's
+    CPU pool on that same pool: a linear-algebra primitive on more than one matrix, an FFT, a
+    foreign call. Each is named with its operand shape. Empty for a program that cannot
+    deadlock this way (the helpers of this module leave none: their batches are loops).
+    """
+    from jax.extend import core as jax_core
+
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    found = []
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in ALWAYS_BLOCKING:
+            found.append(name)
+        elif name in LINALG_PRIMITIVES:
+            shape = eqn.invars[0].aval.shape
+            if math.prod(shape[:-2]) > 1:
+                found.append(f"{name} on {shape}")
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(sub, (jax_core.ClosedJaxpr, jax_core.Jaxpr)):
+                    found += pool_blocking_operations(sub)
+    return found
