@@ -17,7 +17,7 @@ from scipy.special import ndtri
 
 __all__ = ["PublicScale", "TARGET_CEILING", "TARGET_KICK", "TARGET_SGLD_RATIO",
            "TARGET_SGLD_DISCRETISATION", "MIN_DEFAULT_ITERATIONS", "DEFAULT_INIT_SHARE",
-           "TARGET_LANGEVIN_ITERATIONS", "DEFAULT_LEAPFROG_STEPS", "mu_per_iteration",
+           "TARGET_LANGEVIN_ITERATIONS", "mu_per_iteration",
            "langevin_noise_multiplier"]
 
 #: Acceptance ceiling 2Φ(−σ/2) a penalty test's noise allows for a typical move (σ = 1.349).
@@ -35,7 +35,6 @@ MIN_DEFAULT_ITERATIONS = 20
 DEFAULT_INIT_SHARE = 0.1
 #: DP-SGLD/SGNHT: iterations per chain the default noise multiplier buys (RDP accountant).
 TARGET_LANGEVIN_ITERATIONS = 1000
-DEFAULT_LEAPFROG_STEPS = 10
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dpmcmc.kernels.leapfrog import kinetic_energy, leapfrog, sample_momentum
 from dpmcmc.records.passes import clipped_llr_sum, loglik_sum_and_grad
 from dpmcmc.kernels.penalty import mh_accept
 from dpmcmc.accounting._checks import check_bool, check_int, check_per_dim, check_positive
-from dpmcmc.samplers.defaults import DEFAULT_LEAPFROG_STEPS, PublicScale
+from dpmcmc.samplers.defaults import PublicScale
 from dpmcmc.samplers.spec import FULL, AlgorithmSpec, check_common, optional_block
 from dpmcmc.kernels.warmup import HAMILTONIAN
 from dpmcmc.kernels.types import HMCInfo, Kernel
