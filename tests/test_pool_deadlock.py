@@ -266,12 +266,13 @@ def test_gaussian_exact_posterior():
 def _builtin_models():
     """Every built-in model with a few rows of its data (the table path's two models too)."""
     from dpmcmc import models, tabular
+    from dpmcmc.tabular import front
 
     out = [(m, jnp.zeros((8,) + m.record_shape)) for m in (
         models.banana(2), models.banana(3, batch_functions=False), models.gaussian(np.eye(3) + 0.5),
         models.circle(), models.gaussian_mixture(), models.logistic_regression(3))]
     for family in tabular.MODELS:
-        out.append((tabular._build_model(family, 3, ("a", "b", "c"), 10.0, 0.5), jnp.zeros((8, 4))))
+        out.append((front._build_model(family, 3, ("a", "b", "c"), 10.0, 0.5), jnp.zeros((8, 4))))
     return out
 
 
