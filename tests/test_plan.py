@@ -198,7 +198,8 @@ def test_plan_and_sample_share_one_planner_in_every_mode(secure):
     data = np.zeros((100_000, 1))
     kw = dict(epsilon=4.0, delta=1e-6, chains=4, secure=secure, **README_HMC)
     planned = dpmcmc.plan(model, 100_000, "dp-hmc", **kw)
-    run = api.plan_run(model, data, "dp-hmc", progress=False, force=True, **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match="almost never move"):  # forced, and said so
+        run = api.plan_run(model, data, "dp-hmc", progress=False, force=True, **kw)
     forced = dpmcmc.plan(model, 100_000, "dp-hmc", force=True, **kw)
     assert run.plan.to_dict() == forced.to_dict()
     assert {k: v for k, v in planned.to_dict().items()} == forced.to_dict()

@@ -102,25 +102,30 @@ def test_adaptation_reads_released_values_only(algorithm):
 
 
 RW = dict(tau=0.5, clip=5.0, proposal_std=0.5, force=True)  # tiny data: force the run
+#: What the plan says of RW at ε = 30 (asserted where it is run).
+RW_WARNS = "almost never move.*ε = 30 is above 10"
 
 
 def test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws(tmp_path):
     kw = dict(epsilon=30.0, delta=1e-6, chains=2, key=jax.random.key(3), progress=False,
               theta0=np.zeros((2, DIM)), **RW)
-    plain = dpmcmc.sample(MODEL, D1, "dp-penalty", **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match=RW_WARNS):
+        plain = dpmcmc.sample(MODEL, D1, "dp-penalty", **kw)
     total = plain.samples.shape[1]
     # The explicit warm-up is the length "auto" picks (total // 2): the two runs then share
     # their compiled programs (the warm-up length is part of the adaptive kernel), and "auto"
     # is shown to be exactly that explicit run.
     w = total // 2
     assert 0 < w < total
-    warm = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup=w, **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match=RW_WARNS):
+        warm = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup=w, **kw)
     assert warm.samples.shape == (2, total - w, DIM)
     assert warm.privacy.to_dict() == plain.privacy.to_dict()   # same releases, same charge
     assert warm.plan.warmup == w and warm.plan.iterations == total
     assert warm.released.accepted.shape == (2, total - w)
     assert warm.adapted["proposal_std"].shape == (2, DIM)
-    auto = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup="auto", **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match=RW_WARNS):
+        auto = dpmcmc.sample(MODEL, D1, "dp-penalty", warmup="auto", **kw)
     assert auto.samples.shape[1] == total - total // 2 and auto.plan.warmup == w
     np.testing.assert_array_equal(auto.samples, warm.samples)
     # Saved and loaded: the file says how many paid iterations precede its draws, and load
