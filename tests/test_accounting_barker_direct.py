@@ -16,7 +16,7 @@ import pytest
 
 import dpmcmc
 from dpmcmc.accounting import barker_direct_rdp, barker_orders, barker_rdp, spent
-from dpmcmc.audit._variants import noiseless_mechanism
+from dpmcmc.testing import noiseless_mechanism
 from dpmcmc.samplers.barker import release_barker
 
 

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import dpmcmc
-from dpmcmc import _keys
 from dpmcmc.models.base import Model
-from dpmcmc.runtime import driver as _driver
+from dpmcmc.testing import count_os_entropy_keys, replace_run_chains, resolve_key
 
 from api_params import gaussian_data, gaussian_model, valid_params
 
@@ -22,21 +21,14 @@ class Captured(Exception):
 
 def test_key_none_draws_os_entropy_and_no_fixed_seed(monkeypatch):
     """key=None takes fresh bits from the OS for every call (captured before any run)."""
-    calls = []
-    real = _keys.os_entropy_key
-
-    def counting():
-        calls.append(1)
-        return real()
-
     keys = []
 
     def capture(kernel, theta0, key, num_iterations, **kw):
         keys.append(np.asarray(jax.random.key_data(key)))
         raise Captured
 
-    monkeypatch.setattr(_keys, "os_entropy_key", counting)
-    monkeypatch.setattr(_driver, "run_chains", capture)
+    calls = count_os_entropy_keys(monkeypatch)
+    replace_run_chains(monkeypatch, capture)
     for _ in range(3):
         with pytest.raises(Captured):
             dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-penalty", delta=1e-3, iterations=5,
@@ -52,13 +44,13 @@ def test_key_none_draws_os_entropy_and_no_fixed_seed(monkeypatch):
 
 
 def test_resolve_key_forms():
-    k = _keys.resolve_key(jax.random.PRNGKey(5))
+    k = resolve_key(jax.random.PRNGKey(5))
     assert jax.dtypes.issubdtype(k.dtype, jax.dtypes.prng_key)
     np.testing.assert_array_equal(jax.random.key_data(k), jax.random.key_data(jax.random.key(5)))
     with pytest.raises(TypeError, match="key"):
-        _keys.resolve_key(5)
+        resolve_key(5)
     with pytest.raises(TypeError, match="key"):
-        _keys.resolve_key(jax.random.split(jax.random.key(0), 2))
+        resolve_key(jax.random.split(jax.random.key(0), 2))
 
 
 def nan_region_model():

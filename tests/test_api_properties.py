@@ -20,8 +20,9 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.testing import NoiseDrawn, forbid_noise
 
-from api_params import NoiseDrawn, forbid_noise, N, budget_kwargs, gaussian_data, gaussian_model, takes_batch_size, valid_params
+from api_params import N, budget_kwargs, gaussian_data, gaussian_model, takes_batch_size, valid_params
 
 ALL = sorted(ALGORITHMS)
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)

@@ -313,8 +313,8 @@ def test_audit_runs_on_threefry_even_with_the_default_rbg_key():
     """The default 128-bit key is "rbg", whose bit generator XLA runs one vmapped run at a time
     on CPU (the default audit took minutes); the audit folds it into a threefry key, keeping a
     threefry key as given and making different wide keys give different audit keys."""
-    from dpmcmc._keys import os_entropy_key
-    from dpmcmc.audit import _core
+    from dpmcmc.audit import _core  # the test is of its private _threefry
+    from dpmcmc.testing import os_entropy_key
 
     threefry = jax.random.key(3)
     assert _core._threefry(threefry) is threefry

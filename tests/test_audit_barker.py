@@ -25,7 +25,7 @@ from dpmcmc.audit import AUDITS, audit
 from dpmcmc.audit import FAR
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.kernels import mechanisms as _mechanisms
-from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
+from dpmcmc.testing import forbid_audit_runner, logistic_correction, noiseless_mechanism
 from dpmcmc.samplers.barker import tapped_dp_barker
 from _audit_cli import cli_audit
 
@@ -171,13 +171,9 @@ def test_tiny_epsilon_is_refused_before_any_run(monkeypatch):
     under a second, before any design is simulated (the runner is never built)."""
     import time
 
-    from dpmcmc.audit import _core
     from dpmcmc.audit import MAX_DESIGN_ROWS
 
-    def no_runner(*args, **kwargs):
-        raise AssertionError("the audit built its runner")
-
-    monkeypatch.setattr(_core, "_make_runner", no_runner)
+    forbid_audit_runner(monkeypatch)
     start = time.perf_counter()
     with pytest.raises(ValueError, match=rf"epsilon=1e-06.*more than {MAX_DESIGN_ROWS} records"):
         audit("dp-barker", 1e-6, DELTA, trials=FAST_TRIALS, key=jax.random.key(0))
@@ -191,13 +187,9 @@ def test_cli_tiny_epsilon_is_refused_with_the_reason_before_any_run(monkeypatch)
     tests/test_experiments.py's subprocess CLI runs)."""
     from typer.testing import CliRunner
 
-    from dpmcmc.audit import _core
     from dpmcmc.cli import app
 
-    def no_runner(*args, **kwargs):
-        raise AssertionError("the audit built its runner")
-
-    monkeypatch.setattr(_core, "_make_runner", no_runner)
+    forbid_audit_runner(monkeypatch)
     out = CliRunner().invoke(app, ["audit", "dp-barker", "--epsilon", "1e-6"])
     assert out.exit_code == 2, out.output
     text = out.output + (out.stderr if out.stderr_bytes is not None else "")

@@ -16,7 +16,7 @@ import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.audit._variants import logistic_correction, noiseless_mechanism
+from dpmcmc.testing import logistic_correction, noiseless_mechanism
 from dpmcmc.kernels.mechanisms import gaussian_mechanism
 from dpmcmc.samplers.barker import (
     DP_BARKER_C,

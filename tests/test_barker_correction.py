@@ -272,9 +272,9 @@ def test_large_C_warns_and_misses_targets():
     # Honest limit: near π²/3 no Gaussian-mixture correction (indeed no distribution) reaches
     # the targets; the on-demand fit warns.
     # The per-C cache warns once; start from an empty cache so the warning is observable.
-    from dpmcmc.kernels import barker_correction as _barker_correction
+    from dpmcmc.testing import clear_correction_cache
 
-    _barker_correction._cached_mixture.cache_clear()
+    clear_correction_cache()
     with pytest.warns(UserWarning, match="C=2.5"):
         correction_mixture(2.5)
     err = correction_error(2.5)

@@ -12,9 +12,9 @@ import pytest
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.runtime.checkpoint import CheckpointError, read_checkpoint
-from dpmcmc.runtime import driver as _driver
+from dpmcmc.testing import forbid_chunk_runs, replace_run_chains
 
-from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
+from api_params import gaussian_data, gaussian_model, valid_params
 
 PARAMS = valid_params("dp-penalty")
 ITERATIONS = 23
@@ -82,25 +82,10 @@ def test_resume_yields_the_uninterrupted_draws_without_accounting_again(interrup
     for f in ("accepted", "diverged"):
         np.testing.assert_array_equal(getattr(resumed.released, f), getattr(full.released, f))
     # A finished checkpoint returns the same result again without running a single iteration.
-    monkeypatch.setattr(_driver, "_make_chunk_runner", _never_run(_driver._make_chunk_runner))
-    fresh_program_cache(monkeypatch)  # the cached program must not stand in for the failing one
+    forbid_chunk_runs(monkeypatch, "a finished run was run again")
     again = call(path, _on_chunk=lambda p: chunks.append(("ran", p.done)))
     np.testing.assert_array_equal(again.samples, full.samples)
     assert chunks == [15, 20, 23]
-
-
-def _never_run(make_chunk_runner):
-    """The driver's chunk-program maker with a program that fails if it is ever run (the Info
-    shape, which a resumed run needs, is still the real one)."""
-    def no_runner(*args, **kwargs):
-        _, info = make_chunk_runner(*args, **kwargs)
-
-        def run(*a):
-            raise AssertionError("a finished run was run again")
-
-        return run, info
-
-    return no_runner
 
 
 @pytest.mark.parametrize("change,field", [
@@ -121,7 +106,7 @@ def test_mismatch_is_refused_before_running(interrupted, monkeypatch, change, fi
     def fail(*a, **k):
         raise AssertionError("ran despite a mismatched checkpoint")
 
-    monkeypatch.setattr(_driver, "run_chains", fail)
+    replace_run_chains(monkeypatch, fail)
     with pytest.raises(CheckpointError) as info:
         call(path, **change)
     assert isinstance(info.value, ValueError)
@@ -130,7 +115,7 @@ def test_mismatch_is_refused_before_running(interrupted, monkeypatch, change, fi
 
 def test_secure_mode_must_match(interrupted, monkeypatch):
     path, _, _ = interrupted
-    monkeypatch.setattr(_driver, "run_chains", lambda *a, **k: pytest.fail("ran"))
+    replace_run_chains(monkeypatch, lambda *a, **k: pytest.fail("ran"))
     with pytest.raises(CheckpointError, match="secure"):
         call(path, secure=True)
 
@@ -191,17 +176,16 @@ def test_interrupted_before_the_first_chunk_resumes_with_the_same_key(tmp_path, 
     """The checkpoint is written before any noise is drawn, so even an interruption inside the
     first chunk resumes the same run (same key and report) rather than starting a second one."""
     path = tmp_path / "early.ckpt"
-    real = _driver.run_chains
 
     def interrupted(*args, **kwargs):
         raise Interrupt
 
-    monkeypatch.setattr(_driver, "run_chains", interrupted)
+    real = replace_run_chains(monkeypatch, interrupted)
     with pytest.raises(Interrupt):
         call(path, iterations=7)
     meta, arrays = read_checkpoint(path)
     assert meta["done"] == 0 and arrays["positions"].shape == (2, 0, 2)
-    monkeypatch.setattr(_driver, "run_chains", real)
+    replace_run_chains(monkeypatch, real)
     resumed = call(path, iterations=7)
     key = jax.random.wrap_key_data(arrays["key"], impl=meta["key_impl"])
     np.testing.assert_array_equal(resumed.samples, call(key=key, iterations=7).samples)

@@ -26,6 +26,7 @@ import pytest
 import dpmcmc
 from dpmcmc.runtime import compile_cache as _compile_cache
 from dpmcmc.models import preset
+from dpmcmc.testing import reset_compile_cache_settings
 
 PENALTY = dict(tau=0.17, proposal_std=0.06, clip=0.15)
 SRC = os.path.join(os.path.dirname(__file__), "..", "src")
@@ -241,12 +242,10 @@ def test_persistent_cache_switches(tmp_path, monkeypatch):
         with pytest.raises(TypeError, match="enabled"):
             dpmcmc.set_compile_cache("yes")
     finally:
-        _compile_cache._switch = None
-        _compile_cache._directory = None
+        reset_compile_cache_settings()
         jax.config.update("jax_compilation_cache_dir", None)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         compilation_cache.reset_cache()
-        _compile_cache._ours = None
 
 
 # A fresh process with the persistent cache in a temporary XDG_CACHE_HOME. Phase "write": samples

@@ -21,7 +21,7 @@ from dpmcmc.models import preset
 from dpmcmc.models.base import Model
 from dpmcmc.kernels import minibatch as _minibatch
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.audit._variants import uncorrected_statistic
+from dpmcmc.testing import uncorrected_statistic
 from dpmcmc.kernels.minibatch import (
     batch_llr_moments,
     batch_rows,

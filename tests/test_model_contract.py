@@ -18,8 +18,9 @@ from dpmcmc import models
 from dpmcmc.models import check_model
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.testing import NoiseDrawn, forbid_noise
 
-from api_params import NoiseDrawn, forbid_noise, N, budget_kwargs, gaussian_data, valid_params
+from api_params import N, budget_kwargs, gaussian_data, valid_params
 
 ALL = sorted(ALGORITHMS)
 PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)

@@ -31,8 +31,9 @@ from dpmcmc import accounting
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.secure import secure_key
+from dpmcmc.testing import count_secure_draws
 
-from api_params import DIM, count_secure_draws, gaussian_data, valid_params
+from api_params import DIM, gaussian_data, valid_params
 
 ITERATIONS = 2
 CHAINS = 1
@@ -286,7 +287,9 @@ def test_noise_tail_beyond_5_3_sigma_with_x64_off(x64_off_results):
 # ---------------------------------------------------------------- the default key
 
 def test_default_key_holds_128_bits_from_secrets(monkeypatch):
-    from dpmcmc import _keys
+    import secrets
+
+    from dpmcmc.testing import resolve_key
 
     drawn = []
 
@@ -294,8 +297,8 @@ def test_default_key_holds_128_bits_from_secrets(monkeypatch):
         drawn.append(k)
         return 0x9E3779B9 ^ len(drawn)
 
-    monkeypatch.setattr(_keys.secrets, "randbits", fake_randbits)
-    key = _keys.resolve_key(None)
+    monkeypatch.setattr(secrets, "randbits", fake_randbits)
+    key = resolve_key(None)
     words = np.asarray(jax.random.key_data(key)).ravel()
     assert sum(drawn) >= 128 and words.size * 32 >= 128
     # Every word of the key comes from secrets, none is a constant or derived padding.
@@ -304,7 +307,7 @@ def test_default_key_holds_128_bits_from_secrets(monkeypatch):
     assert jax.random.normal(jax.random.fold_in(jax.random.split(key)[0], 3)).shape == ()
     # A user's key is used as is (the reproducible path is unchanged).
     user = jax.random.key(4)
-    assert _keys.resolve_key(user) is user
+    assert resolve_key(user) is user
 
 
 def test_default_key_runs_sample_and_differs_per_run():

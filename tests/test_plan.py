@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import dpmcmc
 from dpmcmc.cli import app
 
-# The README's DP-HMC example.
+# The DP-HMC example the README once carried (docs/plan.md: the plan refuses it).
 README_HMC = dict(tau_l=0.1, tau_g=0.55, clip=1.0, grad_clip=1.0, step_size=0.01, leapfrog_steps=25)
 
 

@@ -34,9 +34,9 @@ import pytest
 from jax.extend import core as jax_core
 
 from dpmcmc import linalg
-from dpmcmc.runtime import driver as _driver
 from dpmcmc.samplers import ALGORITHMS
 from dpmcmc.samplers import noise_aware_glm as nag
+from dpmcmc.testing import driver_programs
 
 from api_params import budget_kwargs, gaussian_data, gaussian_model, valid_params
 
@@ -189,21 +189,6 @@ def test_glm_audit_runner():
     _assert_safe(jaxpr, "audit runner")
 
 
-def _driver_jaxprs(build, data, theta0, secure: bool):
-    """The initialisation and chunk programs ``run_chains`` compiles for ``build``, traced
-    (``_driver._make_chunk_runner`` is what its program cache holds)."""
-    build = _driver._builder(build)
-    with jax.enable_x64(True):
-        theta0 = jnp.asarray(theta0)
-        chains = theta0.shape[0]
-        init = lambda d, th: jax.vmap(build(None).init, in_axes=(0, None))(th, d)
-        state = jax.eval_shape(init, data, theta0)
-        keys = jax.random.split(jax.random.key(1), chains)
-        run, _ = _driver._make_chunk_runner(build, 4, state, keys, secure, data)
-        args = (state, keys, jnp.uint32(0), jnp.uint32(4), jnp.zeros(8, jnp.uint32), data)
-        return jax.make_jaxpr(init)(data, theta0), run.trace(*args).jaxpr
-
-
 def _check_sampler(algorithm: str, variant: str):
     """Each sampler's programs as ``dpmcmc.sample`` runs them: ``variant`` "plain", "secure"
     (private samplers) or "warm-up" (the adaptive kernel the table path uses)."""
@@ -217,8 +202,8 @@ def _check_sampler(algorithm: str, variant: str):
     planned = api.plan_run(model, data, algorithm, chains=2, key=jax.random.key(0),
                            progress=False, theta0=np.zeros(2), secure=variant == "secure",
                            **budget, **valid_params(algorithm, model, 24))
-    init, chunk = _driver_jaxprs(planned.build, planned.layout(), np.zeros((2, 2)),
-                                 variant == "secure")
+    init, chunk = driver_programs(planned.build, planned.layout(), np.zeros((2, 2)),
+                                  variant == "secure")
     _assert_safe(init, f"{algorithm} init ({variant})")
     _assert_safe(chunk, f"{algorithm} chunk ({variant})")
 

@@ -14,7 +14,6 @@ import functools
 import json
 import os
 import pickle
-import sys
 import warnings
 
 import jax
@@ -23,10 +22,10 @@ import pytest
 
 import dpmcmc
 from dpmcmc.result import NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, ReleasedStatistics, load
-from dpmcmc.kernels import mechanisms as _mechanisms
 from dpmcmc.samplers import ALGORITHMS
+from dpmcmc import testing
 
-from api_params import fresh_program_cache, gaussian_data, gaussian_model, valid_params
+from api_params import gaussian_data, gaussian_model, valid_params
 
 PRIVATE = sorted(name for name, spec in ALGORITHMS.items() if spec.private)
 WITH_ACCEPT_STEP = ("dp-penalty", "dp-hmc", "minibatch-penalty", "dp-barker")
@@ -60,26 +59,13 @@ def real_run(algorithm, which=0):
 
 @pytest.fixture
 def data_blind_mechanism(monkeypatch):
-    """Every privacy release becomes N(0, 1) noise from its own key, whatever the data.
-
-    Patched wherever a sampler module holds the mechanism, so the releases of two runs with the
-    same key are equal on any data. No earlier trace can be reused, and no trace made here can
-    be reused later: dpmcmc's program cache is swapped for an empty one for the test
-    (``fresh_program_cache``), and JAX's own trace caches are keyed on the chunk program's function
-    objects, made afresh for every program dpmcmc builds. A reused real-mechanism trace would
-    make the flags differ and fail the test, not pass it.
+    """Every privacy release becomes N(0, 1) noise from its own key, whatever the data
+    (:func:`dpmcmc.testing.data_blind_mechanism`), so the releases of two runs with the same key
+    are equal on any data. dpmcmc's program cache is emptied for the test, so no earlier trace is
+    reused and no trace made here is reused later; a reused real-mechanism trace would make the
+    flags differ and fail the test, not pass it.
     """
-    real = _mechanisms.gaussian_mechanism
-
-    def blind(key, value, sigma, *args, **kwargs):
-        value = jax.numpy.asarray(value)
-        return _mechanisms.noise_normal(key, value.shape, value.dtype)
-
-    for module in list(sys.modules.values()):
-        if (getattr(module, "__name__", "").startswith("dpmcmc.")
-                and getattr(module, "gaussian_mechanism", None) is real):
-            monkeypatch.setattr(module, "gaussian_mechanism", blind)
-    fresh_program_cache(monkeypatch)
+    testing.data_blind_mechanism(monkeypatch)
     yield
 
 

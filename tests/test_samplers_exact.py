@@ -21,7 +21,7 @@ from scipy import stats
 
 from dpmcmc.models.base import Model
 from dpmcmc.samplers import ALGORITHMS, run_chains
-from dpmcmc.audit._variants import uncorrected_accept
+from dpmcmc.testing import uncorrected_accept
 from dpmcmc.samplers.dp_hmc import tapped_dp_hmc
 from dpmcmc.samplers.dp_penalty import tapped_dp_penalty
 

@@ -4,7 +4,7 @@ run, and the metrics of one run.
 Everything here runs on the presets' synthetic data. The keys are fixed per cell (derived from
 the experiment's ``seed`` and the cell's settings) so that a rerun of a cell gives the same
 numbers: these are benchmark runs, not releases, and a published key would void a real run's
-guarantee (see the README's "Randomness" section).
+guarantee (docs/secure_randomness.md).
 """
 from __future__ import annotations
 
