@@ -83,6 +83,7 @@ def test_default_bandwidth_is_paired_median():
     assert mmd(x, y, seed=5) == mmd(x, y, seed=5)
 
 
+@pytest.mark.slow  # 200 permutation tests: make test-all
 def test_mmd_test_size():
     # Same-distribution samples, 100 seeds, alpha = 0.05: the false alarms are Binomial(100, <=0.05);
     # P(X >= 13) < 0.002, the chance of this check failing for a correct test.

@@ -31,7 +31,8 @@ def _snakemake_installed() -> bool:
 # start labels are those of thesis-comparison's (the same ``_sweep`` grid, private and paper
 # starts), which the default run checks; its own cells are read by
 # test_a_cell_runs_each_repeat_with_the_key_and_start_of_that_repeat through the same runner.
-SLOW_RUNS = ("dphmc-paper",)
+# The cheapest quick runs stay in the default suite (the pipeline is one for all).
+SLOW_RUNS = ("dphmc-paper", "thesis-comparison", "clipping")
 
 
 class _QuickRuns(dict):

@@ -202,6 +202,7 @@ def test_sgld_stationary_variance_has_the_half():
     assert not lo <= ratios["reference"] / ours_exact <= hi  # the buggy update is detected
 
 
+@pytest.mark.slow  # a long statistical chain: make test-all
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgld_minibatch_private_matches_closed_form():
     """Fixed-size batches without replacement and the privacy noise on: the chain is an AR(1)
@@ -354,6 +355,7 @@ def test_sgnht_stationary_law_and_reference_bias():
     assert np.max(np.abs(ratio_ref - 1)) > 0.3, ratio_ref
 
 
+@pytest.mark.slow  # a long statistical chain: make test-all
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_sgnht_thermostat_absorbs_gradient_noise():
     """With privacy noise of per-coordinate variance V on the gradient, the thermostat moves
