@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
 from dpmcmc.testing import NoiseDrawn, forbid_noise
 
 from api_params import N, budget_kwargs, gaussian_data, gaussian_model, takes_batch_size, valid_params
 
-ALL = sorted(ALGORITHMS)
-PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
-NONPRIVATE = sorted(a for a in ALGORITHMS if not ALGORITHMS[a].private)
-BATCHED = sorted(a for a in ALGORITHMS if takes_batch_size(a))
+ALL = sorted(SAMPLERS)
+PRIVATE = sorted(a for a in SAMPLERS if SAMPLERS[a].private)
+NONPRIVATE = sorted(a for a in SAMPLERS if not SAMPLERS[a].private)
+BATCHED = sorted(a for a in SAMPLERS if takes_batch_size(a))
 MODEL = gaussian_model()
 DATA = gaussian_data()
 

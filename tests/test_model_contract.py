@@ -17,13 +17,13 @@ import dpmcmc
 from dpmcmc import models
 from dpmcmc.models import check_model
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
 from dpmcmc.testing import NoiseDrawn, forbid_noise
 
 from api_params import N, budget_kwargs, gaussian_data, valid_params
 
-ALL = sorted(ALGORITHMS)
-PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
+ALL = sorted(SAMPLERS)
+PRIVATE = sorted(a for a in SAMPLERS if SAMPLERS[a].private)
 GRADIENT = ("hmc", "dp-hmc", "dp-sgld", "dp-sgnht")
 DATA = gaussian_data()
 

@@ -34,7 +34,7 @@ import pytest
 from jax.extend import core as jax_core
 
 from dpmcmc import linalg
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
 from dpmcmc.samplers import noise_aware_glm as nag
 from dpmcmc.testing import driver_programs
 
@@ -179,12 +179,10 @@ def test_noise_aware_glm_draws_compiled():
 # solve goes through dpmcmc.linalg (test_sources_call_lapack_only_through_the_helper).
 @pytest.mark.slow
 def test_glm_audit_runner():
-    from dpmcmc.audit import _glm
-
-    d_set, dp_set = _glm.glm_design(n=20)
+    d_set, dp_set = nag.audit_design(n=20)
     plan = nag.release_plan("logistic", 20, 2, 1.0, 1e-6, steps=2)  # a scanned round, the last
     with jax.enable_x64(True):
-        run = _glm._runner(plan, d_set, dp_set, nag.NoiseSource())
+        run = nag.audit_runner(plan, d_set, dp_set, nag.NoiseSource())
         jaxpr = run.trace(jnp.asarray(d_set), jax.random.split(jax.random.key(0), 8)).jaxpr
     _assert_safe(jaxpr, "audit runner")
 
@@ -208,7 +206,7 @@ def _check_sampler(algorithm: str, variant: str):
     _assert_safe(chunk, f"{algorithm} chunk ({variant})")
 
 
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", sorted(SAMPLERS))
 def test_sampler_programs(algorithm):
     _check_sampler(algorithm, "plain")
 
@@ -217,7 +215,7 @@ def test_sampler_programs(algorithm):
 # kernel in elementwise adaptation; neither adds linear algebra (default: the plain programs
 # above and test_sources_call_lapack_only_through_the_helper).
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", sorted(SAMPLERS))
 def test_sampler_program_variants(algorithm):
     for variant in ("secure", "warm-up") if ALGORITHMS[algorithm].private else ("warm-up",):
         _check_sampler(algorithm, variant)

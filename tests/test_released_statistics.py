@@ -22,12 +22,12 @@ import pytest
 
 import dpmcmc
 from dpmcmc.result import NOT_PRIVATE_SUFFIX, NonPrivateDiagnostics, ReleasedStatistics, load
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import SAMPLERS
 from dpmcmc import testing
 
 from api_params import gaussian_data, gaussian_model, valid_params
 
-PRIVATE = sorted(name for name, spec in ALGORITHMS.items() if spec.private)
+PRIVATE = sorted(name for name, spec in SAMPLERS.items() if spec.private)
 WITH_ACCEPT_STEP = ("dp-penalty", "dp-hmc", "minibatch-penalty", "dp-barker")
 ITERATIONS = 40
 # Each run compiles its sampler: one sampler by default, every one in the slow run.
@@ -45,7 +45,7 @@ def datasets():
 
 
 def run(algorithm, data, key=0, iterations=ITERATIONS, **extra):
-    budget = dict(delta=1e-3) if ALGORITHMS[algorithm].private else {}
+    budget = dict(delta=1e-3) if SAMPLERS[algorithm].private else {}
     return dpmcmc.sample(gaussian_model(), data, algorithm, iterations=iterations, chains=2,
                          theta0=np.zeros(2), key=jax.random.key(key), progress=False, **budget,
                          **valid_params(algorithm), force=True, **extra)

@@ -131,7 +131,7 @@ def test_every_algorithm_is_its_own_modules_spec():
 
     modules = {"rwmh": "rwmh", "hmc": "hmc", "dp-penalty": "dp_penalty", "dp-hmc": "dp_hmc",
                "dp-barker": "barker", "minibatch-penalty": "minibatch_penalty",
-               "dp-sgld": "dp_sgld", "dp-sgnht": "dp_sgnht"}
+               "dp-sgld": "dp_sgld", "dp-sgnht": "dp_sgnht", "noise-aware-glm": "noise_aware_glm"}
     assert set(ALGORITHMS) == set(modules)
     for name, module in modules.items():
         assert ALGORITHMS[name] is importlib.import_module(f"dpmcmc.samplers.{module}").SPEC

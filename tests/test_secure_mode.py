@@ -17,14 +17,14 @@ import pytest
 import dpmcmc
 from dpmcmc import accounting
 from dpmcmc.kernels import mechanisms as _mechanisms
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
 from dpmcmc.kernels.mechanisms import NoiseSource, gaussian_mechanism
 from dpmcmc.secure import SecureKey, secure_key, secure_normal
 from dpmcmc.testing import chacha20_block, count_secure_draws
 
 from api_params import gaussian_data, gaussian_model, valid_params
 
-PRIVATE = sorted(a for a in ALGORITHMS if ALGORITHMS[a].private)
+PRIVATE = sorted(a for a in SAMPLERS if SAMPLERS[a].private)
 TAG = int.from_bytes(b"dpnz", "little")
 
 

@@ -115,11 +115,13 @@ def test_sampler_path_starts_privately_by_default_with_epsilon():
     df = _table(200)
     kw = dict(target="default", bounds=BOUNDS, algorithm="dp-hmc", chains=2, progress=False,
               leapfrog_steps=2, key=jax.random.key(1))
-    res = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match="ε = 20 is above 10"):  # a large ε, said so
+        res = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, **kw)
     names = [m["name"] for m in res.privacy.mechanisms]
     assert any(nm.startswith("private initialisation") for nm in names), names
     assert res.privacy.epsilon <= 20.0
-    given = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, theta0=np.zeros(4), **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match="ε = 20 is above 10"):
+        given = dpmcmc.glm(df, "logistic", epsilon=20.0, delta=1e-3, theta0=np.zeros(4), **kw)
     assert not any(m["name"].startswith("private initialisation") for m in given.privacy.mechanisms)
     # The start's share buys iterations (warm-up included: the table path warms up by default).
     assert given.plan.iterations > res.plan.iterations
@@ -473,11 +475,13 @@ def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     df = _table(300)
     kw = dict(target="default", bounds=BOUNDS, algorithm="dp-penalty", chains=2, progress=False,
               epsilon=30.0, delta=1e-3, key=jax.random.key(2))
-    res = dpmcmc.glm(df, "logistic", **kw)
+    with pytest.warns(dpmcmc.PlanWarning, match="ε = 30 is above 10"):  # a large ε, said so
+        res = dpmcmc.glm(df, "logistic", **kw)
     expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
                                       chains=2)
     assert res.plan.params["tau"] == pytest.approx(expect["tau"])
     assert res.plan.warmup == res.plan.iterations // 2 > 0
     assert res.samples.shape[1] == res.plan.iterations - res.plan.warmup
-    mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, force=True, **kw)  # a τ that cannot move
+    with pytest.warns(dpmcmc.PlanWarning, match="almost never move"):  # forced, and said so
+        mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, force=True, **kw)  # cannot move
     assert mine.plan.params["tau"] == 0.5 and mine.plan.warmup == 0

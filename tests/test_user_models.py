@@ -30,7 +30,7 @@ from jax.extend import core as jax_core
 import dpmcmc
 from dpmcmc import models
 from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
 from dpmcmc.records import jaxpr_rewrite as jr
 from dpmcmc.records import passes as pe
 
@@ -358,7 +358,7 @@ _LOGISTIC_SLOW = ("dp-hmc", "dp-penalty", "dp-barker", "rwmh", "dp-sgnht", "hmc"
 
 
 def _samplers(slow):
-    return [pytest.param(a, marks=pytest.mark.slow) if a in slow else a for a in sorted(ALGORITHMS)]
+    return [pytest.param(a, marks=pytest.mark.slow) if a in slow else a for a in sorted(SAMPLERS)]
 
 
 @pytest.mark.parametrize("algo", _samplers(_KITCHEN_SLOW))
@@ -374,7 +374,7 @@ def test_unknown_primitive_model_under_a_sampler(data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algo", sorted(SAMPLERS))
 @pytest.mark.parametrize("name", sorted(set(BATTERY) - {"kitchen_sink"}) + ["unknown"])
 def test_battery_under_every_sampler(name, algo, data):
     _run(_model(name), data, algo)
@@ -414,7 +414,7 @@ def test_builtin_under_rwmh(name, builtin_models):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
+@pytest.mark.parametrize("algo", sorted(SAMPLERS))
 @pytest.mark.parametrize("name", ["logistic", "gaussian", "banana", "circle", "mixture"])
 def test_builtin_under_every_sampler(name, algo, builtin_models):
     model, x = builtin_models[name]

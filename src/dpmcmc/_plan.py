@@ -291,6 +291,8 @@ def make_plan(request, n: int, model: Any, resume: Any = None) -> Plan:
     spec = request.spec
     n = check_int("n", n, minimum=1)
     prepared = spec.prepare(dict(request.params), model, n)
+    if spec.one_shot:
+        return _one_shot_plan(request, spec, prepared, n, model)
     if request.start_given:
         _check_theta0_shape(request.theta0, request.chains, model.dim)
     epsilon, delta = request.epsilon, request.delta
@@ -332,6 +334,47 @@ def make_plan(request, n: int, model: Any, resume: Any = None) -> Plan:
         start=_start_label(private_start, request) if resume is None else
         "resumed from a checkpoint (the first run drew its start)",
         secure=request.secure is not None, private_start=private_start, report=report)
+
+
+def _one_shot_plan(request, spec, prepared: dict, n: int, model: Any) -> Plan:
+    """The plan of a one-shot algorithm (the noise-aware GLM): one fixed set of releases that
+    splits the whole budget, composed by the same accountant as a sampler's iterations, and
+    independent draws from a posterior that includes their noise (post-processing: the
+    chains cost nothing more)."""
+    from . import accounting
+
+    name = request.algorithm
+    for given, what in ((request.iterations is not None, "iterations"),
+                        (request.theta0 is not None, "theta0"), (request.warmup != 0, "warmup"),
+                        (request.checkpoint is not None, "checkpoint"),
+                        (request.mesh is not None, "mesh")):
+        if given:
+            raise ValueError(f"{what}: algorithm {name!r} runs no chain (one set of releases, "
+                             "then independent draws)")
+    if request.epsilon is None:
+        raise ValueError(f"epsilon: algorithm {name!r} splits a budget over its releases; give "
+                         "epsilon > 0")
+    if request.delta is None:
+        raise ValueError(f"delta is required for the private algorithm {name!r}")
+    check_delta(request.delta, n, request.force)
+    split = spec.split(prepared, model.dim, request.epsilon, request.delta)
+    report = accounting.spent(name, 1, request.delta, n, chains=1, accountant=request.accountant,
+                              relation=request.relation, **split)
+    if report.epsilon > request.epsilon * (1 + 1e-9):
+        raise ValueError(f"accountant: the releases split (ε = {request.epsilon:g}, δ = "
+                         f"{request.delta:g}) under the tight pld composition; the "
+                         f"{report.accountant} accountant bounds them only by ε = "
+                         f"{report.epsilon:.4g}: use accountant='pld' (the default)")
+    noise = spec.noise_lines(dict(prepared, **split), n, model.dim, 1.0)
+    warns, blocking = _warnings(1, (), request.chains, from_budget=False, epsilon=request.epsilon)
+    return Plan(algorithm=name, n=n, dim=model.dim, chains=request.chains,
+                epsilon=float(request.epsilon), delta=float(request.delta),
+                accountant=report.accountant, relation=report.relation,
+                iterations=int(prepared.get("draws", 1)), warmup=0,
+                epsilon_spent=float(report.epsilon), params=dict(prepared), noise=noise,
+                warnings=warns, blocking=blocking, notes=(),
+                start="none: one set of releases, then independent draws",
+                secure=request.secure is not None, private_start=None, report=report)
 
 
 def check_delta(delta: Optional[float], n: int, force: bool) -> None:

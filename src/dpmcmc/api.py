@@ -505,7 +505,9 @@ def prepare(request: Request, model: Model, data: Any) -> RunPlan:
         if noise_keys and spec.private:
             warn_reusable_key("secure" if request.secure is not None else "key", stacklevel=4,
                               ledger=request.ledger)
-        if plan.private_start is None:
+        if spec.one_shot:
+            pass  # no chain: nothing starts anywhere
+        elif plan.private_start is None:
             start = request.theta0 if request.start_given else None
             if start is None:
                 start = _default_theta0(model, _init_key(run_key), request.chains)
@@ -554,6 +556,14 @@ def run(p: RunPlan, *, _on_chunk: Optional[Callable[[Any], None]] = None) -> Run
         # run is interrupted. Refused (LedgerError) before any mechanism reads the data.
         p.ledger.charge(p.report, label=f"dpmcmc.sample {p.algorithm} on model {p.model.name!r}",
                         keys=p.noise_keys)
+    if p.spec.one_shot:
+        # One set of releases, then independent draws (the card's fit): its noise from the
+        # run's key or, in secure mode, from ChaCha20 under the run's secret.
+        from .kernels.mechanisms import NoiseSource
+
+        noise = None if p.secret is None else NoiseSource(np.asarray(p.secret, dtype=np.uint32))
+        out = p.spec.fit(p.key, p.data, p.plan, noise)
+        return RunOutput(out["samples"], None, out)
     theta0 = p.theta0
     if p.private_start is not None:
         theta0 = _private_start(p.model, p.data, _init_key(p.key), p.chains, p.private_start,
@@ -602,6 +612,11 @@ def package(p: RunPlan, out: RunOutput) -> Result:
     """The :class:`~dpmcmc.result.Result` of a run: draws, privacy report, released statistics
     and the NON-private diagnostics, kept apart."""
     positions, infos, adapted = out.positions, out.infos, None
+    if p.spec.one_shot:
+        # The draws are post-processing of the releases; there are no chains to diagnose.
+        return Result(samples=np.asarray(positions), privacy=p.report, diagnostics=None,
+                      algorithm=p.algorithm, params=p.params, model_name=p.model.name,
+                      param_names=p.model.param_names, secure=p.secret is not None, plan=p.plan)
     if p.warmup:
         # The warm-up draws are not posterior draws: dropped, like their flags.
         # Sliced in NumPy (an eager JAX slice compiles a program per shape).

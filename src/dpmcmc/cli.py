@@ -138,12 +138,20 @@ def budget(
         None, "--noise-multiplier", help="dp-sgld, dp-sgnht: noise std / per-example clip bound."
     ),
     n0: Optional[float] = typer.Option(None, "--n0", help="dp-barker: tempering n₀ (clip bound √b/n₀)."),
+    family: Optional[str] = typer.Option(None, "--family", help="noise-aware-glm: logistic or linear."),
+    dim: Optional[int] = typer.Option(None, "--dim", help="noise-aware-glm: coefficients, intercept included."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     compare: bool = typer.Option(False, "--compare", help="Compare all accountants in a table."),
 ) -> None:
-    """Iterations per chain an (ε, δ) budget allows, and the privacy report."""
+    """Iterations per chain an (ε, δ) budget allows, and the privacy report (noise-aware-glm:
+    how its releases split the budget)."""
     if algorithm not in accounting.ALGORITHMS:
         _fail(f"--algorithm must be one of {', '.join(accounting.ALGORITHMS)}, got {algorithm!r}")
+    from .samplers import ALGORITHMS
+
+    if ALGORITHMS[algorithm].one_shot:
+        _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json)
+        return
     if (epsilon is None) == (iterations is None):
         _fail("give exactly one of --epsilon (iterations the budget allows) and --iterations (ε spent)")
     given = dict(tau=tau, tau_l=tau_l, tau_g=tau_g, leapfrog_steps=leapfrog_steps, batch_size=batch_size,
@@ -182,9 +190,31 @@ def budget(
     typer.echo(str(report))
 
 
+def _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json) -> None:
+    """``dpmcmc budget`` for a one-shot algorithm: its releases split the whole budget."""
+    from ._plan import plan
+
+    if epsilon is None:
+        _fail(f"--epsilon: {algorithm} splits a budget over its releases; give --epsilon")
+    if family is None or dim is None:
+        _fail(f"--family and --dim: {algorithm} needs the GLM family and its number of coefficients")
+    try:
+        p = plan(dim, n, algorithm, epsilon=epsilon, delta=delta, chains=chains,
+                 accountant=accountant, family=family)
+    except (ValueError, TypeError) as err:
+        _fail(str(err))
+    if as_json:
+        typer.echo(json.dumps({"iterations_per_chain": p.iterations, "epsilon_budget": epsilon,
+                               "report": p.report.to_dict()}))
+        return
+    typer.echo(f"One set of releases splits the budget (ε = {epsilon:g}, δ = {delta:g}); "
+               f"{chains} chain(s) of {p.iterations} independent draws cost nothing more")
+    typer.echo(str(p.report))
+
+
 @app.command("plan")
 def plan_command(
-    algorithm: str = typer.Option(..., "--algorithm", "-a", help="A sampler, e.g. dp-hmc, dp-penalty."),
+    algorithm: str = typer.Option(..., "--algorithm", "-a", help="An algorithm, e.g. dp-hmc, dp-penalty, noise-aware-glm (-p family=logistic)."),
     n: int = typer.Option(..., "--n", help="Number of records in the data set."),
     dim: int = typer.Option(..., "--dim", help="Number of model parameters."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="ε of the whole run (all chains)."),

@@ -71,11 +71,13 @@ from ._checks import check_choice, check_int, check_param_names, check_positive,
 from .events import (
     BARKER,
     GAUSSIAN,
+    PURE,
     SUBSAMPLED_GAUSSIAN,
     ReleaseEvent,
     ReleaseSpec,
 )
 from .gaussian import gaussian_epsilon, gaussian_mu, log_gaussian_delta
+from .pure import composed_delta, composed_epsilon
 from .rdp import (
     conversion_offset,
     barker_orders,
@@ -119,6 +121,9 @@ _ACCOUNTANTS_BY_KIND = {
     GAUSSIAN: ("pld", "rdp", "zcdp"),
     SUBSAMPLED_GAUSSIAN: ("pld", "rdp"),
     BARKER: ("rdp-direct", "rdp"),
+    # Pure ε-DP releases, alone or with full-data Gaussian ones (the noise-aware GLM): the PLD
+    # accountant composes them exactly (.pure), the others through their RDP/zCDP bounds.
+    PURE: ("pld", "rdp", "zcdp"),
 }
 
 
@@ -202,10 +207,12 @@ def _validated(algorithm: str, n, params: dict) -> tuple[int, dict, tuple[Releas
     n = check_int("n", n, minimum=1)
     check_param_names(algorithm, params, spec.required + spec.optional, spec.required,
                       error=TypeError)
-    clean = {}
-    for name in spec.required + spec.optional:
-        if params.get(name) is not None:
-            clean[name] = _check_param(name, params[name], n)
+    clean = {name: params[name] for name in spec.required + spec.optional
+             if params.get(name) is not None}
+    if spec.validate is not None:
+        clean = spec.validate(n, clean)
+    else:
+        clean = {name: _check_param(name, value, n) for name, value in clean.items()}
     return n, clean, tuple(_check_mu(r) for r in spec.build(n, clean))
 
 
@@ -288,6 +295,12 @@ class _Accounting:
         self.init_mu = float(init_mu)
         self.kinds = {r.kind for r in rels}
         self.gaussian = self.kinds == {GAUSSIAN}
+        # Pure releases, possibly beside full-data Gaussian ones: ε of each per iteration.
+        self.pure = PURE in self.kinds
+        if self.pure:
+            self.mu_iter = sum(r.per_iteration * r.mu for r in rels if r.kind == GAUSSIAN)
+            self.pure_iter = tuple(r.epsilon for r in rels if r.kind == PURE
+                                   for _ in range(r.per_iteration))
         self.is_rdp = accountant in RDP_ACCOUNTANTS
         if self.is_rdp:
             self.orders = (
@@ -313,7 +326,15 @@ class _Accounting:
             return eps, {"rdp_order": order}
         if self.accountant == "zcdp":
             mu = self.total_mu(total)
+            if self.pure:  # ε-DP is ε²/2-zCDP (Bun & Steinke 2016, Prop. 3.3)
+                mu += total * sum(0.5 * e * e for e in self.pure_iter)
             return zcdp_epsilon(mu, delta), {"total_mu": mu}
+        if self.pure:
+            mu, pure = self.total_mu(total), self.pure_iter * total
+            return composed_epsilon(delta, mu=mu, pure=pure), {
+                "total_mu": mu, "pure_epsilon": list(pure),
+                "composition": "Gaussian releases (total μ) with pure ε-DP releases: exact privacy "
+                               "profile of G_μ ⊗ randomized response (valid adaptively)"}
         if self.gaussian:
             mu = self.total_mu(total)
             return gaussian_epsilon(mu, delta), {"total_mu": mu}
@@ -327,6 +348,9 @@ class _Accounting:
         if self.accountant == "pld":
             if self.gaussian:
                 return log_gaussian_delta(self.total_mu(total), epsilon) - math.log(delta)
+            if self.pure:
+                d = composed_delta(epsilon, mu=self.total_mu(total), pure=self.pure_iter * total)
+                return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
             s = self.sub
             d = float(_pld.subsampled_gaussian_delta(s.sigma, s.q, total * s.per_iteration, epsilon,
                                                      relation=self.relation))
@@ -338,6 +362,8 @@ class _Accounting:
         """(guess, upper guess) for the largest feasible k per chain."""
         if self.is_rdp:
             return self._rdp_guess(epsilon, delta, chains), None
+        if self.pure:  # a few releases at most (one-shot algorithms): search upwards from one
+            return 1, None
         if self.accountant == "zcdp":
             return int((zcdp_rho(epsilon, delta) - self.init_mu) / (chains * self.mu_iter)), None
         if self.gaussian:
@@ -439,7 +465,7 @@ def _check_init_mu(init_mu, accountant: str, rels) -> float:
                            and init_mu == 0):
         return 0.0
     init_mu = check_positive("init_mu", init_mu)
-    if accountant == "pld" and any(r.kind != GAUSSIAN for r in rels):
+    if accountant == "pld" and any(r.kind not in (GAUSSIAN, PURE) for r in rels):
         raise ValueError("init_mu: a private initialisation composes with the subsampled samplers "
                          "under accountant='rdp' (or 'rdp-direct'), not 'pld'")
     return init_mu

@@ -15,6 +15,12 @@ standard deviation divided by ``bound``, and ``ReleaseEvent.mu = Δ²/(2σ²) = 
   ``n`` records drawn without replacement, σ given in the units above.
 * :func:`barker_release`: the DP Barker test (002 Thm 2): fixed total noise variance
   :data:`BARKER_NOISE_VARIANCE`, per-example log-likelihood ratios clipped to √b/n₀.
+* :func:`pure_release`: a pure ε-DP release (a K-norm or Laplace mechanism calibrated to the
+  statistic's substitute sensitivity set). The PLD accountant composes it with Gaussian
+  releases exactly (:mod:`.pure`), the RDP accountants through min(ε, αε²/2), zCDP through
+  ρ = ε²/2 (Bun & Steinke 2016, Prop. 3.3).
+* :func:`mu_release`: a full-data Gaussian release given by its μ (the noise-aware GLM splits
+  its budget into μ shares, not into τ).
 """
 from __future__ import annotations
 
@@ -32,16 +38,20 @@ __all__ = [
     "SUBSAMPLED_GAUSSIAN",
     "BARKER",
     "BARKER_NOISE_VARIANCE",
+    "PURE",
     "ReleaseEvent",
     "ReleaseSpec",
     "gaussian_release",
     "subsampled_gaussian_release",
     "barker_release",
+    "pure_release",
+    "mu_release",
 ]
 
 GAUSSIAN = "gaussian"
 SUBSAMPLED_GAUSSIAN = "subsampled-gaussian"
 BARKER = "barker"
+PURE = "pure"
 
 #: Noise variance C of the DP Barker test (002 §3.2, 001 Thm 7).
 BARKER_NOISE_VARIANCE = 2.0
@@ -57,7 +67,8 @@ class ReleaseEvent:
         What is released, e.g. ``"log-likelihood ratio"`` or ``"gradient"``.
     kind : str
         ``"gaussian"`` (full-data Gaussian mechanism), ``"subsampled-gaussian"`` (Gaussian
-        mechanism on a minibatch drawn without replacement) or ``"barker"`` (DP Barker test).
+        mechanism on a minibatch drawn without replacement), ``"barker"`` (DP Barker test) or
+        ``"pure"`` (a pure ε-DP mechanism on the full data).
     per_iteration : int
         Releases of this kind per iteration of one chain.
     sigma : float or None
@@ -75,6 +86,9 @@ class ReleaseEvent:
     clip_bound : float or None
         Barker: the bound √b/n₀ on each per-example log-likelihood ratio that the RDP bound
         assumes.
+    epsilon : float or None
+        ``"pure"``: the ε of one release (its mechanism is ε-DP under replace-one, for either
+        order of the pair).
     source : (str, value) or None
         The parameter that set the noise and its value (named when the accountant refuses the
         release); not part of the event's identity.
@@ -89,6 +103,7 @@ class ReleaseEvent:
     batch_size: int | None = None
     noise_variance: float | None = None
     clip_bound: float | None = None
+    epsilon: float | None = None
     source: tuple | None = field(default=None, compare=False, repr=False)
 
     def noise_std(self, bound):
@@ -115,6 +130,10 @@ class ReleaseEvent:
         """
         if self.kind == GAUSSIAN:
             return gaussian_rdp(orders, self.mu)
+        if self.kind == PURE:
+            # ε-DP gives D_α ≤ ε (Mironov 2017, Prop. 3) and ≤ αε²/2 (Bun & Steinke 2016).
+            orders = np.asarray(orders, dtype=np.float64)
+            return np.minimum(self.epsilon, 0.5 * orders * self.epsilon * self.epsilon)
         if self.kind == SUBSAMPLED_GAUSSIAN:
             mu = self.mu
             return subsampled_rdp(orders, self.q, lambda js: gaussian_rdp(js, mu))
@@ -125,7 +144,7 @@ class ReleaseEvent:
     def to_dict(self) -> dict:
         """The non-empty fields as a plain dictionary."""
         out = {"name": self.name, "kind": self.kind, "per_iteration": self.per_iteration}
-        for key in ("sigma", "mu", "q", "batch_size", "noise_variance", "clip_bound"):
+        for key in ("sigma", "mu", "q", "batch_size", "noise_variance", "clip_bound", "epsilon"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -147,12 +166,17 @@ class ReleaseSpec:
     build : callable
         ``build(n, params) -> tuple[ReleaseEvent, ...]`` from validated parameters (only the names
         above, the optional ones possibly absent).
+    validate : callable, optional
+        ``validate(n, params) -> dict``: checks the parameters (errors naming them) and returns
+        them, for a declaration whose parameters are its own (the noise-aware GLM's budget
+        split); ``None``: the accountant's shared vocabulary (τ, batch size, ...).
     """
 
     kind: str
     required: tuple[str, ...]
     build: Callable[[int, dict], tuple[ReleaseEvent, ...]]
     optional: tuple[str, ...] = ()
+    validate: Callable[[int, dict], dict] | None = None
 
 
 def gaussian_release(name: str, per_iteration: int, tau: float, n: int,
@@ -195,3 +219,16 @@ def barker_release(batch_size: int, n: int, n0: float | None = None) -> ReleaseE
     n0 = float(n) if n0 is None else check_n0(n0, n)
     return ReleaseEvent("barker acceptance test", BARKER, 1, q=batch_size / n, batch_size=batch_size,
                    noise_variance=BARKER_NOISE_VARIANCE, clip_bound=math.sqrt(batch_size) / n0)
+
+
+def pure_release(name: str, epsilon: float, per_iteration: int = 1) -> ReleaseEvent:
+    """A pure ``epsilon``-DP release on the full data (a K-norm or Laplace mechanism)."""
+    return ReleaseEvent(name, PURE, per_iteration, epsilon=float(epsilon),
+                        source=("epsilon", epsilon))
+
+
+def mu_release(name: str, mu: float, per_iteration: int = 1) -> ReleaseEvent:
+    """A full-data Gaussian release of cost ``mu`` = Δ²/(2σ²): σ = √(2/μ) per unit bound
+    (sensitivity twice the bound), the one formula :meth:`ReleaseEvent.noise_std` applies."""
+    return ReleaseEvent(name, GAUSSIAN, per_iteration, sigma=math.sqrt(2.0 / mu), mu=float(mu),
+                        source=("mu", mu))

@@ -16,15 +16,16 @@ from scipy import optimize
 from dpmcmc import accounting
 from dpmcmc._keys import resolve_key
 from dpmcmc.audit._stats import AuditOutcome, evaluate_threshold, select_threshold
-from dpmcmc.samplers import ALGORITHMS as SAMPLERS
-from dpmcmc.samplers.audit_design import AuditEntry
+from dpmcmc.samplers import ALGORITHMS
+from dpmcmc.samplers.audit_design import AuditEntry, OneShotAudit
 from dpmcmc.kernels.mechanisms import NoiseSource
 
 __all__ = ["AuditResult", "audit", "AUDITS", "STATISTICS", "DEFAULTS"]
 
-#: The audit entry of every registered algorithm that has one (``SPEC.audit``, its card).
-AUDITS: dict[str, AuditEntry] = {name: spec.audit for name, spec in SAMPLERS.items()
-                                 if spec.audit is not None}
+#: The audit entry of every registered algorithm that has one (``SPEC.audit``, its card): an
+#: :class:`AuditEntry` for a sampler, a :class:`OneShotAudit` for a one-shot algorithm.
+AUDITS: dict[str, Any] = {name: spec.audit for name, spec in ALGORITHMS.items()
+                          if spec.audit is not None}
 
 STATISTICS = ("releases", "draws")
 
@@ -183,7 +184,7 @@ def _claimed(entry: AuditEntry, scale: float, iterations: int, delta: float):
     The claim is the sampler's default accountant (the tightest that applies, as in
     :func:`dpmcmc.sample`).
     """
-    spec = SAMPLERS[entry.algorithm]
+    spec = ALGORITHMS[entry.algorithm]
     design = entry.design(scale)
     n = int(design.data.shape[0])
     prepared = spec.prepare(entry.params(scale), design.model, n)
@@ -293,7 +294,7 @@ def _make_runner(entry: AuditEntry, design, prepared: dict, iterations: int,
 
 def _layout(entry: AuditEntry, design, prepared: dict, data):
     """One of the design's data sets as the sampler's kernel reads it (its spec's layout)."""
-    return SAMPLERS[entry.algorithm].layout(data, prepared, design.model)
+    return ALGORITHMS[entry.algorithm].layout(data, prepared, design.model)
 
 
 def _threefry(key):
@@ -357,7 +358,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     ----------
     algorithm : str
         A private algorithm with an audit entry (:data:`dpmcmc.audit.AUDITS`), or
-        ``"noise-aware-glm"`` (:mod:`dpmcmc.audit._glm`: its release rounds on a worst-case
+        ``"noise-aware-glm"`` (its card's audit entry: its release rounds on a worst-case
         logistic pair, the exact transcript likelihood ratio as the test statistic).
     epsilon : float, default 3.0
         The ε the sampler is configured to claim for one run; the claim actually charged
@@ -397,18 +398,17 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     """
     if not isinstance(algorithm, str):
         raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
-    from dpmcmc.audit._glm import GLM_ALGORITHM, audit_glm
-
-    if algorithm not in AUDITS and algorithm != GLM_ALGORITHM:
-        raise ValueError(f"algorithm must be one of {sorted([*AUDITS, GLM_ALGORITHM])} (the audited "
-                         f"private samplers and the noise-aware GLM), got {algorithm!r}")
-    entry = AUDITS.get(algorithm)
+    if algorithm not in AUDITS:
+        raise ValueError(f"algorithm must be one of {sorted(AUDITS)} (the audited private "
+                         f"algorithms), got {algorithm!r}")
+    entry = AUDITS[algorithm]
+    one_shot = isinstance(entry, OneShotAudit)
     epsilon = _real("epsilon", epsilon, 0.0, math.inf)
     delta = _real("delta", delta, 0.0, 1.0)
     trials = _int("trials", trials, 1000)
-    if entry is None and iterations is not None:
-        raise ValueError("iterations: the noise-aware GLM runs a fixed number of release rounds")
-    iterations = (None if entry is None else
+    if one_shot and iterations is not None:
+        raise ValueError(f"iterations: {algorithm} makes one fixed set of releases (no chain)")
+    iterations = (None if one_shot else
                   entry.iterations if iterations is None else _int("iterations", iterations, 1))
     confidence = _real("confidence", confidence, 0.0, 1.0)
     if statistic not in STATISTICS:
@@ -423,10 +423,9 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     key = _threefry(resolve_key(key))
     # The kernels draw their privacy noise in float64: 64-bit JAX types for this call only.
     with jax.enable_x64(True):
-        if entry is None:
-            return audit_glm(epsilon, delta, trials=trials, confidence=confidence,
-                             statistic=statistic, key=key, calib=calib, chunk_size=chunk_size,
-                             noise=noise)
+        if one_shot:
+            return _audit_one_shot(entry, epsilon, delta, trials, confidence, statistic, key,
+                                   calib, chunk_size, noise)
         return _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence,
                       statistic, key, calib, chunk_size, noise)
 
@@ -457,6 +456,28 @@ def _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence, sta
     return _result(algorithm, float(report.epsilon), (rel_d, rel_dp), (drw_d, drw_dp), calib,
                    delta, confidence, statistic, trials, iterations, dict(prepared), n,
                    float(np.mean(np.concatenate([clip_d, clip_dp]))), start, noise)
+
+
+def _audit_one_shot(entry: OneShotAudit, epsilon, delta, trials, confidence, statistic, key,
+                    calib, chunk_size, noise) -> "AuditResult":
+    """The audit of a one-shot algorithm: its own releases on the entry's pair, many times.
+    The claim is the accountant's ε of the configuration that spends (ε, δ)."""
+    start = time.perf_counter()
+    d_set, dp_set = entry.design()
+    claimed, params, run = entry.setup(epsilon, delta, noise)
+
+    def runner(data, keys):
+        rel, drw = run(data, keys)
+        return rel, drw, jnp.ones(keys.shape[0], bool)
+
+    chunk = min(chunk_size, entry.chunk)
+    k_d, k_dp = jax.random.split(key)
+    rel_d, drw_d, _ = _simulate(runner, jnp.asarray(d_set), k_d, trials, chunk)
+    rel_dp, drw_dp, _ = _simulate(runner, jnp.asarray(dp_set), k_dp, trials, chunk)
+    # all_clipped = 0: inside its design the fit clips nothing (its releases are exact plus noise).
+    return _result(entry.algorithm, float(claimed), (rel_d, rel_dp), (drw_d, drw_dp), calib, delta,
+                   confidence, statistic, trials, params.get("steps"), params,
+                   int(d_set.shape[0]), 0.0, start, noise)
 
 
 def _result(algorithm, claimed, releases, draws, calib, delta, confidence, statistic, trials,

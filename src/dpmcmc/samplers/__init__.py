@@ -1,7 +1,8 @@
 """Samplers: pure JAX Markov kernels, one chain driver, and the algorithm registry.
 
 - :data:`ALGORITHMS` — ``name -> AlgorithmSpec``, each algorithm module's ``SPEC`` (name,
-  private, prepare, build, data access and layout, release declaration, audit design).
+  private, prepare, build, data access and layout, release declaration, audit design);
+  :data:`SAMPLERS` — those that run chains (all but the one-shot noise-aware GLM).
 - :func:`run_chains` — jit + chunked ``lax.scan`` + ``vmap`` over chains, the data an argument
   of the compiled program; :func:`init_states` (a run's initial kernel states) and
   :func:`compiled_chunk` (its compiled chunk program, for inspecting the HLO).
@@ -13,7 +14,7 @@
 """
 from dpmcmc.runtime.driver import compiled_chunk, init_states, run_chains
 from dpmcmc.kernels.mechanisms import gaussian_mechanism, sensitivity
-from dpmcmc.samplers.registry import ALGORITHMS, AlgorithmSpec
+from dpmcmc.samplers.registry import ALGORITHMS, SAMPLERS, AlgorithmSpec
 from dpmcmc.kernels.types import ChunkCache, HMCInfo, Info, Kernel
 from dpmcmc.samplers.barker import build_dp_barker
 from dpmcmc.samplers.dp_hmc import build_dp_hmc
@@ -26,6 +27,7 @@ from dpmcmc.samplers.rwmh import build_rwmh
 
 __all__ = [
     "ALGORITHMS",
+    "SAMPLERS",
     "AlgorithmSpec",
     "Kernel",
     "ChunkCache",

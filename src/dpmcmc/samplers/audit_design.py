@@ -90,7 +90,7 @@ from dpmcmc.models.base import Model
 
 Array = Any
 
-__all__ = ["AuditDesign", "AuditEntry", "far_row_design", "one_sided_design",
+__all__ = ["OneShotAudit", "AuditDesign", "AuditEntry", "far_row_design", "one_sided_design",
            "cancelling_design", "llr_statistic", "last_draw", "log_mixture_ratio", "FAR",
            "DESIGN_N", "SUBSAMPLED_N", "MAX_DESIGN_ROWS"]
 
@@ -189,6 +189,32 @@ class AuditEntry(NamedTuple):
     draws_statistic: Callable[[Array], Array]
     integer_scale: bool = False
     max_scale: Optional[float] = None
+
+
+class OneShotAudit(NamedTuple):
+    """How to audit a one-shot algorithm (``spec.fit``, no chain): its releases, made by its own
+    code, on a worst-case pair of neighbouring data sets, many times.
+
+    Attributes
+    ----------
+    algorithm : str
+        Name in :data:`dpmcmc.samplers.ALGORITHMS` (the spec that carries this entry).
+    design : callable
+        ``design() -> (D, D')``: the two data sets, differing in one record.
+    setup : callable
+        ``setup(epsilon, delta, noise) -> (claimed ε, params, runner)``: the configuration
+        whose releases spend (ε, δ), the accountant's ε for it, a description, and the compiled
+        ``runner(data, keys) -> (release statistic, draw statistic)`` per run (each larger on
+        D), drawing its noise from ``noise``. ``noise.sensitivity_factor != 1`` is refused
+        where the algorithm clips nothing inside its design.
+    chunk : int
+        Runs per compiled call (memory).
+    """
+
+    algorithm: str
+    design: Callable[[], tuple]
+    setup: Callable[[float, float, Any], tuple]
+    chunk: int
 
 
 def llr_statistic(taps: dict, clip: float) -> Array:

@@ -389,6 +389,18 @@ def _clip_rows(v: jax.Array, bound: float) -> jax.Array:
     return v * scale.reshape((-1,) + (1,) * (v.ndim - 1))
 
 
+def _in_box(family: str, X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The rows clipped into the declared box the release bounds assume: covariates into
+    [-1, 1], the target into [0, 1] (logistic) or [-1, 1] (linear), ±inf to the nearer end; a
+    NaN takes the centre of its range (as the table path's missing values). A no-op on the table
+    path's design; for any other caller it is what keeps one record's influence within the
+    bounds (and the draws finite), whatever its value."""
+    X = jnp.where(jnp.isnan(X), 0.0, jnp.clip(X, -1.0, 1.0))
+    lo, hi = (0.0, 1.0) if family == "logistic" else (-1.0, 1.0)
+    y = jnp.where(jnp.isnan(y), 0.5 * (lo + hi), jnp.clip(y, lo, hi))
+    return X, y
+
+
 def _per_record(family: str, theta, X, y, noise_sd: float):
     if family == "logistic":
         p = jax.nn.sigmoid(X @ theta)
@@ -579,7 +591,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
     _compile_cache.ensure_persistent_cache()
     with jax.enable_x64(True):
         arr = jnp.asarray(np.asarray(data, dtype=np.float64))
-        X, y = arr[:, :-1], arr[:, -1]
+        X, y = _in_box(plan.family, arr[:, :-1], arr[:, -1])
         if X.shape[1] != plan.d or X.shape[0] != plan.n:
             raise ValueError(f"data has shape {tuple(arr.shape)}, the plan expects "
                              f"({plan.n}, {plan.d + 1})")
@@ -594,3 +606,225 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         return {"samples": np.asarray(out).reshape(chains, draws, plan.d),
                 "thetas": np.asarray(thetas), "gradients": np.asarray(gs),
                 "hessians": np.asarray(hs)}
+
+
+# ------------------------------------------------------------------------------- the card
+#
+# The noise-aware GLM is a one-shot algorithm: a fixed set of releases (its release plan) and
+# draws that are post-processing of them, so its card has ``fit`` instead of ``build``. Its
+# releases are ordinary accounting events (Gaussian ones of their μ, pure ones of their ε),
+# composed by the same accountant as every sampler's (dpmcmc.accounting.spent).
+
+#: What ``family`` a model built by the table path declares in its metadata.
+_MODEL_FAMILIES = {"logistic_regression": "logistic", "linear_regression": "linear"}
+#: The parameters of the card (``prepare``), with their defaults (``None``: from the model).
+_PARAMS = {"family": None, "noise_sd": None, "steps": None, "final_share": DEFAULT_FINAL_SHARE,
+           "hessian_share": DEFAULT_HESSIAN_SHARE, "mechanism": "auto", "prior_sd": None,
+           "draws": 1000}
+#: Accounting parameters: the budget the releases were split for, and how.
+_SPLIT = ("family", "dim", "split_epsilon", "split_delta")
+_SPLIT_OPTIONAL = ("steps", "final_share", "hessian_share", "mechanism", "noise_sd")
+
+
+def _prepare(params: dict, model, n) -> dict:
+    """The card's ``prepare``: validate and fill the defaults (public inputs only)."""
+    from dpmcmc.accounting._checks import check_int, check_positive
+    from dpmcmc.samplers.spec import check_common
+
+    from dpmcmc.models.base import Model
+
+    check_common("noise-aware-glm", params, tuple(_PARAMS), (), model, n)
+    meta = getattr(model, "metadata", None) or {}
+    out = {k: params.get(k, v) for k, v in _PARAMS.items()}
+    if isinstance(model, Model):
+        # The releases bound the GLM's own per-record statistics: any other likelihood would be
+        # fitted as if it were a GLM.
+        family = _MODEL_FAMILIES.get(meta.get("family"))
+        if family is None:
+            raise ValueError(f"model: noise-aware-glm fits the logistic and linear GLMs of "
+                             f"dpmcmc.glm (models.logistic_regression, or dpmcmc.glm's linear "
+                             f"model) on rows (1, x..., y) of a design in [-1, 1]; model "
+                             f"{model.name!r} is neither")
+        if out["family"] not in (None, family):
+            raise ValueError(f"family: the model is the {family} GLM, got family={out['family']!r}")
+        out["family"] = family
+    if out["family"] is None:
+        raise ValueError(f"family: give the GLM family, one of {FAMILIES}")
+    if out["family"] not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {out['family']!r}")
+    if out["noise_sd"] is None:
+        out["noise_sd"] = float(meta.get("noise_sd_scaled", 0.5))
+    out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
+    if out["prior_sd"] is None:
+        out["prior_sd"] = math.sqrt(meta["prior_var"]) if "prior_var" in meta else 10.0
+    out["prior_sd"] = check_positive("prior_sd", out["prior_sd"])
+    out["draws"] = check_int("draws", out["draws"], minimum=1)
+    if out["steps"] is None:
+        out["steps"] = DEFAULT_STEPS if out["family"] == "logistic" else 1
+    # The split's own checks (steps, shares, mechanism), naming the argument.
+    release_plan(out["family"], int(n), int(model.dim), 1.0, 1e-6,
+                 **{k: out[k] for k in _SPLIT_OPTIONAL})
+    return out
+
+
+def split_params(prepared: dict, dim: int, epsilon: float, delta: float) -> dict:
+    """The accounting parameters of a fit: the prepared split and the budget it divides."""
+    return dict({k: prepared[k] for k in _SPLIT_OPTIONAL if k in prepared},
+                family=prepared["family"], dim=int(dim), split_epsilon=float(epsilon),
+                split_delta=float(delta))
+
+
+def plan_releases(n: int, split: dict) -> GLMReleasePlan:
+    """The release plan of :func:`split_params`' output (public inputs only)."""
+    return release_plan(split["family"], n, split["dim"], split["split_epsilon"],
+                        split["split_delta"], **{k: split[k] for k in _SPLIT_OPTIONAL if k in split})
+
+
+def _validate_split(n: int, params: dict) -> dict:
+    plan_releases(n, params)  # every check of release_plan, naming the argument
+    return dict(params)
+
+
+def _events(n: int, params: dict) -> tuple:
+    """The fit's releases as accounting events (one set: a one-shot algorithm)."""
+    from dpmcmc.accounting.events import mu_release, pure_release
+
+    out = []
+    for r in plan_releases(n, params).releases():
+        name = f"{r.statistic} sum, round {r.round + 1}"
+        out.append(mu_release(name, r.mu) if r.kind == GAUSSIAN else pure_release(name, r.epsilon))
+    return tuple(out)
+
+
+def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
+    """The last round's noise, next to what it perturbs (public inputs only); ``p`` holds the
+    prepared parameters and the split (:func:`split_params`)."""
+    from dpmcmc.samplers.spec import NoiseLine
+
+    rp = plan_releases(n, p)
+    grad, hess = rp.gradients[-1], rp.hessians[-1]
+    sg, sh = grad.noise_sd, hess.noise_sd
+    # Gradient noise of sd s shifts the estimate along an eigendirection of the (scaled-design)
+    # log-likelihood Hessian with eigenvalue λ by s/λ, against a posterior sd of 1/√λ: the
+    # direction is noise-dominated when λ < s². Public threshold; λ itself is data.
+    return (
+        NoiseLine(f"gradient sum (last round, {grad.kind})", sg,
+                  "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, "
+                  "s_g²", sg * sg),
+        NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
+                  "over the per-record bound of an entry",
+                  sh / (hess.bound if hess.kind != GAUSSIAN else rp.hess_bound)),
+    )
+
+
+def _fit(key, data, plan, noise: Optional[NoiseSource] = None) -> dict:
+    """The card's ``fit``: :func:`fit` with the plan's releases, prior and draws."""
+    prepared = plan.params
+    rp = plan_releases(plan.n, plan.report.params)
+    return fit(key, data, rp, prior_sd=prepared["prior_sd"], chains=plan.chains,
+               draws=prepared["draws"], noise=noise)
+
+
+# ------------------------------------------------------------------------------- the audit
+#
+# ``dpmcmc audit noise-aware-glm`` runs the fit's own release code (:func:`_releases`, with the
+# kernel-style noise source, so a miscalibrated source reaches it) many times on two
+# neighbouring data sets and applies the tests of :mod:`dpmcmc.audit`:
+#
+# * ``releases``: the exact log-likelihood ratio ``log p_D(T)/p_D'(T)`` of each run's transcript
+#   ``T``: the sum over releases of each mechanism's log density ratio at the realised query
+#   point (Gaussian: ``(‖r − b‖² − ‖r − a‖²)/(2σ²)``; K-norm: ``ε(‖r − b‖_K − ‖r − a‖_K)``, with
+#   ``a``, ``b`` the clipped sums on D and D'). By Neyman–Pearson the most powerful statistic
+#   for this pair.
+# * ``draws``: the noise-aware posterior mean of the slope (the last round's Newton estimate),
+#   what a user would publish.
+#
+# Design (``n = 200`` records, one covariate, slope 6, so the fitted probabilities are near 0 or
+# 1): D has the record ``(x = 1, y = 0)``, D' has ``(x = −1, y = 1)`` in its place. At a fitted
+# point both records are "surprising", so their gradients differ by almost the whole width of
+# the K-norm box in the intercept coordinate and by 2 in norm: the pair is close to worst case
+# for the last round's mechanism, which dominates the budget.
+
+#: Records per data set and the slope of the audit's design.
+AUDIT_N = 200
+AUDIT_SLOPE = 6.0
+#: Runs per compiled call (memory: each run holds its n per-record Hessians per round).
+AUDIT_CHUNK = 10000
+#: Prior sd of the audited fit (dpmcmc.glm's default).
+AUDIT_PRIOR_SD = 10.0
+
+
+def audit_design(n: int = AUDIT_N, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The audit's neighbouring data sets ``(D, D')``: rows ``(1, x, y)`` of a scaled design."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, n)
+    y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-(-0.5 + AUDIT_SLOPE * x)))).astype(float)
+    d_set = np.column_stack([np.ones(n), x, y])
+    d_set[0] = [1.0, 1.0, 0.0]
+    dp_set = d_set.copy()
+    dp_set[0] = [1.0, -1.0, 1.0]
+    return d_set, dp_set
+
+
+def _release_sum(plan: GLMReleasePlan, data, theta, rel: GLMRelease):
+    X, y = data[:, :-1], data[:, -1]
+    g, h = _per_record(plan.family, theta, X, y, plan.noise_sd)
+    return _clipped_sum(g if rel.statistic == "gradient" else h, rel)
+
+
+def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
+    """``(data, keys) -> (transcript log-ratio, posterior-mean slope)`` per run, compiled once."""
+    prior = jnp.eye(plan.d) / AUDIT_PRIOR_SD ** 2
+    d_set, dp_set = jnp.asarray(d_set), jnp.asarray(dp_set)
+
+    def one(data, key):
+        thetas, gs, hs = _releases(key, data[:, :-1], data[:, -1], plan, prior, noise)
+        llr = 0.0
+        for k in range(plan.steps):
+            for rel, out in ((plan.gradients[k], gs[k]), (plan.hessians[k], hs[k])):
+                a = _release_sum(plan, d_set, thetas[k], rel)
+                b = _release_sum(plan, dp_set, thetas[k], rel)
+                if rel.kind == GAUSSIAN:
+                    s2 = 2.0 * rel.sigma ** 2
+                    llr = llr + (jnp.sum((out - b) ** 2) - jnp.sum((out - a) ** 2)) / s2
+                else:
+                    r = out if rel.statistic == "gradient" else out[np.triu_indices(plan.d)]
+                    w = jnp.asarray(rel.widths())
+                    llr = llr + rel.epsilon * (jnp.max(jnp.abs(r - b) / w)
+                                               - jnp.max(jnp.abs(r - a) / w))
+        theta, g = thetas[-1], gs[-1]
+        q = _psd(hs[-1], hessian_floor(plan.hessians[-1].noise_sd, plan.d,
+                                       plan.draw_floor_factor)) + prior
+        mean = theta + linalg.solve(q, g - prior @ theta)  # one matrix per call under the vmap
+        return llr, mean[1]
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0)))
+
+
+def _audit_setup(epsilon: float, delta: float, noise: Optional[NoiseSource]):
+    """The audit entry's ``setup`` (:class:`~dpmcmc.samplers.audit_design.OneShotAudit`)."""
+    if noise is not None and noise.sensitivity_factor != 1.0:
+        raise ValueError("_miscalibration: the noise-aware GLM clips nothing inside its box; only "
+                         "noise_scale applies")
+    d_set, dp_set = audit_design()
+    plan = release_plan("logistic", d_set.shape[0], d_set.shape[1] - 1, epsilon, delta)
+    params = {"steps": plan.steps, "final_mechanism": plan.gradients[-1].kind,
+              "mu_total": plan.mu_total, "pure_epsilon": list(plan.pure)}
+    runner = audit_runner(plan, d_set, dp_set, NoiseSource() if noise is None else noise)
+    return float(plan.epsilon_spent()), params, runner
+
+
+def _card():
+    from dpmcmc.accounting.events import PURE, ReleaseSpec
+    from dpmcmc.samplers.audit_design import OneShotAudit
+    from dpmcmc.samplers.spec import FULL, AlgorithmSpec
+
+    return AlgorithmSpec(
+        name="noise-aware-glm", private=True, prepare=_prepare, build=None, data_access=FULL,
+        releases=ReleaseSpec(PURE, _SPLIT, _events, optional=_SPLIT_OPTIONAL,
+                             validate=_validate_split),
+        noise_lines=_noise_lines, fit=_fit, split=split_params,
+        audit=OneShotAudit("noise-aware-glm", audit_design, _audit_setup, AUDIT_CHUNK))
+
+
+SPEC = _card()

@@ -45,16 +45,21 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from dpmcmc.samplers import barker, dp_hmc, dp_penalty, dp_sgld, dp_sgnht, hmc, minibatch_penalty, rwmh
+from dpmcmc.samplers import (barker, dp_hmc, dp_penalty, dp_sgld, dp_sgnht, hmc, minibatch_penalty,
+                             noise_aware_glm, rwmh)
 from dpmcmc.records.layout import data_axis
 from dpmcmc.samplers.spec import AlgorithmSpec
 
-__all__ = ["AlgorithmSpec", "ALGORITHMS", "check_mesh"]
+__all__ = ["AlgorithmSpec", "ALGORITHMS", "SAMPLERS", "check_mesh"]
 
-_MODULES = (rwmh, hmc, dp_penalty, dp_hmc, barker, minibatch_penalty, dp_sgld, dp_sgnht)
+_MODULES = (rwmh, hmc, dp_penalty, dp_hmc, barker, minibatch_penalty, dp_sgld, dp_sgnht,
+            noise_aware_glm)
 
 #: ``name -> AlgorithmSpec`` of every registered algorithm.
 ALGORITHMS: dict[str, AlgorithmSpec] = {m.SPEC.name: m.SPEC for m in _MODULES}
+#: The algorithms that run Markov chains (a kernel; what :func:`dpmcmc.sample` runs). The
+#: others are one-shot (``spec.fit``: the noise-aware GLM, which :func:`dpmcmc.glm` runs).
+SAMPLERS: dict[str, AlgorithmSpec] = {k: v for k, v in ALGORITHMS.items() if not v.one_shot}
 
 
 def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> str:
@@ -75,6 +80,6 @@ def check_mesh(mesh: Any, algorithm: str, axis_name: Optional[str] = None) -> st
 
     if not isinstance(mesh, Mesh):
         raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"mesh is supported for the algorithms {tuple(ALGORITHMS)}, not {algorithm!r}")
+    if algorithm not in SAMPLERS:
+        raise ValueError(f"mesh is supported for the algorithms {tuple(SAMPLERS)}, not {algorithm!r}")
     return data_axis(mesh, axis_name)

@@ -117,6 +117,15 @@ class AlgorithmSpec(NamedTuple):
     defaults : callable or None
         ``defaults(scale: PublicScale) -> dict``: parameters from public inputs only
         (:mod:`dpmcmc.samplers.defaults`), used by the table path; ``None``: none.
+    fit : callable or None
+        One-shot algorithms only (no chain to run; ``build`` is ``None``): ``fit(key, data,
+        plan, noise=None) -> dict`` of draws and released values, from the :class:`dpmcmc.Plan`
+        that :func:`dpmcmc._plan.make_plan` made (its ``release_plan`` field). Their one
+        (fixed) set of releases is what :meth:`events` declares, spent once whatever the
+        number of chains (the chains are post-processing of the releases).
+    split : callable or None
+        One-shot algorithms: ``split(prepared, dim, epsilon, delta) -> dict``, the accounting
+        parameters of a fit that divides the budget (ε, δ) over its releases.
     """
 
     name: str
@@ -130,6 +139,13 @@ class AlgorithmSpec(NamedTuple):
     adaptation: Any = None
     noise_lines: Optional[Callable[..., tuple]] = None
     defaults: Optional[Callable[[Any], dict]] = None
+    fit: Optional[Callable[..., dict]] = None
+    split: Optional[Callable[..., dict]] = None
+
+    @property
+    def one_shot(self) -> bool:
+        """A fixed set of releases and no chain (``fit``), e.g. the noise-aware GLM."""
+        return self.fit is not None
 
     def accounting_params(self, params: dict) -> dict:
         """The keyword arguments of ``dpmcmc.accounting.max_iterations/spent`` from prepared

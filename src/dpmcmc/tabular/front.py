@@ -130,93 +130,6 @@ def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, 
 
 
 NOISE_AWARE = "noise-aware-glm"
-_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress", "secure",
-             "force")
-
-
-def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, delta, chains, key,
-                 noise_sd_scaled: float, prior_sd: float, params: dict, ledger=None):
-    """``algorithm="auto"``: :mod:`dpmcmc.samplers.noise_aware_glm` on the scaled design."""
-    from .._keys import run_secrets, warn_reusable_key
-    from .._plan import check_delta
-    from ..accounting._checks import check_int, check_positive, check_probability
-    from ..accounting.report import PrivacyReport
-    from ..request import _secure
-    from ..result import Result
-    from ..samplers import noise_aware_glm as nag
-    from ..kernels.mechanisms import NoiseSource
-
-    # Every check that can refuse runs before the design is built and the ledger charged.
-    if epsilon is None:
-        raise ValueError(f"epsilon: algorithm {NOISE_AWARE!r} spends a budget; give epsilon > 0")
-    if delta is None:
-        raise ValueError(f"delta: algorithm {NOISE_AWARE!r} needs delta in (0, 1)")
-    epsilon = check_positive("epsilon", epsilon)
-    delta = check_probability("delta", delta)
-    chains = check_int("chains", chains, minimum=1)
-    unknown = sorted(set(params) - set(_NAG_KEYS))
-    if unknown:
-        raise ValueError(f"{unknown[0]}: not a parameter of algorithm {NOISE_AWARE!r} (it takes "
-                         f"{', '.join(k for k in _NAG_KEYS if k != 'progress')})")
-    params.pop("progress", None)
-    secure = _secure(params.pop("secure", False))
-    check_delta(delta, n, bool(params.pop("force", False)))
-    draws = check_int("draws", params.pop("draws", 1000), minimum=1)
-    rp = nag.release_plan(model, n, d, epsilon, delta, noise_sd=noise_sd_scaled, **params)
-    run_plan = _glm_plan(rp, model)
-    report = PrivacyReport(
-        epsilon=run_plan.epsilon_spent, delta=delta, relation="substitute",
-        accountant="pld", algorithm=NOISE_AWARE, iterations=rp.steps, chains=1, n=n,
-        mechanisms=rp.mechanisms(),
-        params={"family": model, "steps": rp.steps, "grad_bound": rp.grad_bound,
-                "hess_bound": rp.hess_bound, "prior_sd": prior_sd},
-        details={"total_mu": rp.mu_total, "pure_epsilon": list(rp.pure),
-                 "composition": "Gaussian releases (total μ) with pure ε-DP releases, exact "
-                                "privacy profile of G_μ ⊗ randomized response (adaptive)",
-                 "draws": f"{chains} × {draws} independent draws from the noise-aware posterior "
-                          "(post-processing of the releases; they cost no privacy)"})
-    key, secret, noise_keys = run_secrets(key, secure)
-    if noise_keys:
-        warn_reusable_key("secure" if secure is not None else "key", stacklevel=4, ledger=ledger)
-    des = plan.design(df)  # never refuses a value: the last check has passed
-    if ledger is not None:
-        # Charged after every check that can refuse and before the first noise draw.
-        ledger.charge(report, label=f"dpmcmc.glm {NOISE_AWARE} ({model})", keys=noise_keys)
-    noise = None if secret is None else NoiseSource(np.asarray(secret, dtype=np.uint32))
-    out = nag.fit(key, des.data, rp, prior_sd=prior_sd, chains=chains, draws=draws, noise=noise)
-    beta = to_original_scale(out["samples"], des.mid, des.half, des.target_mid, des.target_half)
-    last = (rp.gradients[-1], rp.hessians[-1])
-    return Result(samples=beta, privacy=report, diagnostics=None, algorithm=NOISE_AWARE,
-                  secure=secret is not None,
-                  params={"steps": rp.steps, "final_mechanism": last[0].kind,
-                          "grad_noise_sd": [r.noise_sd for r in rp.gradients],
-                          "hess_noise_sd": [r.noise_sd for r in rp.hessians], "draws": draws,
-                          "prior_sd": prior_sd},
-                  model_name=f"glm-{model}", param_names=des.names, plan=run_plan)
-
-
-def _glm_plan(rp, model: str):
-    """The plan of a noise-aware GLM fit (public inputs only)."""
-    from .._plan import NoiseLine, Plan
-
-    grad, hess = rp.gradients[-1], rp.hessians[-1]
-    sg, sh = grad.noise_sd, hess.noise_sd
-    # Gradient noise of sd s shifts the estimate along an eigendirection of the (scaled-design)
-    # log-likelihood Hessian with eigenvalue λ by s/λ, against a posterior sd of 1/√λ: the
-    # direction is noise-dominated when λ < s². Public threshold; λ itself is data.
-    noise = (
-        NoiseLine(f"gradient sum (last round, {grad.kind})", sg,
-                  "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, s_g²",
-                  sg * sg),
-        NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
-                  "over the per-record bound of an entry", sh / hess.bound
-                  if hess.kind != "gaussian" else sh / rp.hess_bound),
-    )
-    return Plan(algorithm=NOISE_AWARE, n=rp.n, dim=rp.d, chains=1, epsilon=rp.epsilon,
-                delta=rp.delta, accountant="pld", relation="substitute", iterations=rp.steps,
-                warmup=0, epsilon_spent=float(rp.epsilon_spent()),
-                params={"family": model, "rounds": rp.steps, "final_mechanism": grad.kind},
-                noise=noise, warnings=())
 
 
 def glm(
@@ -324,9 +237,8 @@ def glm(
     noise_sd_scaled = 0.5
     if model == "linear":
         noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
-    if algorithm in ("auto", NOISE_AWARE):
-        return _noise_aware(df, plan, model, n, d + 1, epsilon, delta, chains, key,
-                            noise_sd_scaled, float(prior_sd), dict(sampler_params), ledger)
+    if algorithm == "auto":
+        algorithm = NOISE_AWARE
     m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     for name, value in sampler_defaults(algorithm, model, n, d, noise_sd_scaled,

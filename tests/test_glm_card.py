@@ -1,0 +1,110 @@
+"""The noise-aware GLM as an ordinary card: its releases are accounting events composed by the
+one accountant, the one planner plans it, ``dpmcmc.sample`` runs it on a GLM model, the CLI's
+``budget`` and ``plan`` name it, and its audit is an entry like any other."""
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import dpmcmc
+from dpmcmc import accounting, models
+from dpmcmc.accounting.events import mu_release, pure_release
+from dpmcmc.accounting.pure import composed_epsilon
+from dpmcmc.audit import AUDITS
+from dpmcmc.cli import app
+from dpmcmc.samplers import ALGORITHMS, SAMPLERS
+from dpmcmc.samplers import noise_aware_glm as nag
+
+NAME = "noise-aware-glm"
+
+
+def test_pure_events_compose_in_each_accountant():
+    # One Gaussian release of μ = 0.3 and one pure release of ε = 1, at δ = 1e-6.
+    rels = (mu_release("g", 0.3), pure_release("k", 1.0))
+    pld = accounting.budget._Accounting(rels, "pld").epsilon(1, 1e-6)[0]
+    assert pld == pytest.approx(composed_epsilon(1e-6, mu=0.3, pure=[1.0]), rel=1e-12)
+    # zCDP: ρ = μ + ε²/2 (Bun & Steinke 2016, Prop. 3.3), then ε = ρ + 2√(ρ log(1/δ)).
+    rho = 0.3 + 0.5
+    zcdp = accounting.budget._Accounting(rels, "zcdp").epsilon(1, 1e-6)[0]
+    assert zcdp == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1e6)), rel=1e-9)
+    # RDP of a pure release: min(ε, αε²/2), never above the pure bound itself.
+    orders = np.array([2.0, 3.0, 50.0])
+    assert np.allclose(pure_release("k", 1.0).rdp(orders), [1.0, 1.0, 1.0])
+    assert np.allclose(pure_release("k", 0.1).rdp(orders), [0.01, 0.015, 0.1])
+    # The tight composition is the smallest of the three.
+    rdp = accounting.budget._Accounting(rels, "rdp").epsilon(1, 1e-6)[0]
+    assert pld < rdp and pld < zcdp
+
+
+def test_the_card_is_registered_and_its_releases_spend_the_budget():
+    spec = ALGORITHMS[NAME]
+    assert spec.one_shot and spec.build is None and NAME not in SAMPLERS
+    assert NAME in accounting.ALGORITHMS and AUDITS[NAME] is spec.audit
+    for family, d, eps in (("logistic", 4, 1.0), ("linear", 3, 4.0)):
+        p = dpmcmc.plan(d, 1000, NAME, epsilon=eps, delta=1e-6, family=family)
+        rp = nag.release_plan(family, 1000, d, eps, 1e-6)
+        # The accountant composes the card's events to the budget the release plan split.
+        assert p.epsilon_spent == pytest.approx(eps, rel=1e-9)
+        assert p.epsilon_spent == pytest.approx(rp.epsilon_spent(), rel=1e-12)
+        kinds = [m["kind"] for m in p.report.to_dict()["mechanisms"]]
+        assert len(kinds) == 2 * rp.steps
+        assert kinds[-1] == ("pure" if rp.gradients[-1].kind == nag.KNORM else "gaussian")
+        assert p.private_start is None and p.warmup == 0
+
+
+def test_plan_refuses_what_a_one_shot_fit_does_not_take():
+    with pytest.raises(ValueError, match="iterations"):
+        dpmcmc.plan(3, 1000, NAME, epsilon=1.0, delta=1e-6, family="logistic", iterations=10)
+    with pytest.raises(ValueError, match="epsilon"):
+        dpmcmc.plan(3, 1000, NAME, delta=1e-6, family="logistic")
+    with pytest.raises(ValueError, match="family"):
+        dpmcmc.plan(3, 1000, NAME, epsilon=1.0, delta=1e-6)
+    # The split is made for the tight accountant: a looser one would report more than ε.
+    with pytest.raises(ValueError, match="accountant"):
+        dpmcmc.plan(3, 1000, NAME, epsilon=1.0, delta=1e-6, family="logistic", accountant="zcdp")
+    with pytest.raises(ValueError, match="model"):  # not a GLM: never fitted as one
+        dpmcmc.sample(models.banana(2), np.zeros((10, 2)), NAME, epsilon=1.0, delta=1e-3)
+
+
+def _rows(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.c_[np.ones(n), rng.uniform(-1, 1, (n, 2))]
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X @ [0.5, 1.0, -1.0])))).astype(float)
+    return np.c_[X, y]
+
+
+def test_sample_runs_the_card_and_clips_rows_into_the_box():
+    model = models.logistic_regression(3)
+    data = _rows()
+    kw = dict(epsilon=4.0, delta=1e-6, chains=2, draws=50, key=jax.random.key(0), progress=False)
+    res = dpmcmc.sample(model, data, NAME, **kw)
+    assert res.samples.shape == (2, 50, 3) and res.privacy.epsilon == pytest.approx(4.0)
+    assert res.plan.algorithm == NAME and res.released is None
+    # A record's non-finite or out-of-box values are clipped into the box the bounds assume,
+    # inside the fit: no refusal, finite draws, and exactly the draws of the clipped record.
+    bad, clipped = data.copy(), data.copy()
+    bad[3] = [1.0, np.nan, 7.0, np.inf]
+    clipped[3] = [1.0, 0.0, 1.0, 1.0]
+    a = dpmcmc.sample(model, bad, NAME, **kw).samples
+    b = dpmcmc.sample(model, clipped, NAME, **kw).samples
+    assert np.all(np.isfinite(a))
+    np.testing.assert_array_equal(a, b)
+
+
+def test_cli_budget_and_plan_name_the_card():
+    runner = CliRunner()
+    out = runner.invoke(app, ["budget", "-a", NAME, "--n", "1000", "--epsilon", "1", "--delta",
+                              "1e-6", "--family", "linear", "--dim", "4", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)["report"]
+    assert report["algorithm"] == NAME and report["epsilon"] == pytest.approx(1.0)
+    out = runner.invoke(app, ["plan", "-a", NAME, "--n", "1000", "--dim", "4", "--epsilon", "1",
+                              "--delta", "1e-6", "-p", "family=logistic", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["epsilon_spent"] == pytest.approx(1.0)
+    out = runner.invoke(app, ["budget", "-a", NAME, "--n", "1000", "--epsilon", "1", "--delta",
+                              "1e-6"])
+    assert out.exit_code != 0 and "--family" in out.output
