@@ -92,18 +92,23 @@ def mu_per_iteration(events_at_unit_tau) -> float:
     return sum(e.mu * e.per_iteration / (tau * tau) for e, tau in events_at_unit_tau)
 
 
-def langevin_noise_multiplier(algorithm: str, scale: PublicScale, batch: int) -> float:
+def langevin_noise_multiplier(releases, scale: PublicScale, batch: int) -> float:
     """The smallest noise multiplier (to 1 %) whose RDP accounting buys
-    ``TARGET_LANGEVIN_ITERATIONS`` per chain."""
-    from dpmcmc.accounting import BudgetTooSmall, max_iterations
+    ``TARGET_LANGEVIN_ITERATIONS`` per chain.
+
+    ``releases`` is the algorithm's release declaration (a
+    :class:`~dpmcmc.accounting.events.ReleaseSpec`): its events are composed here by the RDP
+    functions directly, so that a card's defaults never go back through the accountant's
+    name-keyed entry point (which reads the registry: an import circle)."""
+    from dpmcmc.accounting.rdp import default_orders, rdp_to_epsilon
+
+    orders = default_orders()
+    total = TARGET_LANGEVIN_ITERATIONS * scale.chains
 
     def buys(sigma: float) -> bool:
-        try:
-            return max_iterations(algorithm, scale.epsilon, scale.delta, scale.n,
-                                  chains=scale.chains, accountant="rdp", noise_multiplier=sigma,
-                                  batch_size=batch) >= TARGET_LANGEVIN_ITERATIONS
-        except BudgetTooSmall:  # the budget buys not one iteration at this σ
-            return False
+        events = releases.build(scale.n, {"noise_multiplier": sigma, "batch_size": batch})
+        curve = total * sum(e.per_iteration * e.rdp(orders) for e in events)
+        return rdp_to_epsilon(orders, curve, scale.delta)[0] <= scale.epsilon
 
     lo, hi = 0.5, 1.0
     while not buys(hi):

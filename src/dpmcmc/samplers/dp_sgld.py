@@ -349,7 +349,7 @@ def sgd_defaults(name: str):
         if s.epsilon is None or s.delta is None:
             return {}
         batch = min(s.n, math.ceil(math.sqrt(s.n)))
-        sigma = langevin_noise_multiplier(name, s, batch)
+        sigma = langevin_noise_multiplier(SGD_RELEASES, s, batch)
         eta_noise = (2 * TARGET_SGLD_RATIO * batch / (s.n * sigma * s.grad_clip)) ** 2
         eta_disc = 4 * TARGET_SGLD_DISCRETISATION * s.scale * s.scale
         return {"batch_size": batch, "noise_multiplier": sigma, "grad_clip": s.grad_clip,
