@@ -22,21 +22,29 @@ NAME = "noise-aware-glm"
 
 
 def test_pure_events_compose_in_each_accountant():
-    # One Gaussian release of μ = 0.3 and one pure release of ε = 1, at δ = 1e-6.
-    rels = (mu_release("g", 0.3), pure_release("k", 1.0))
-    pld = accounting.budget._Accounting(rels, "pld").epsilon(1, 1e-6)[0]
-    assert pld == pytest.approx(composed_epsilon(1e-6, mu=0.3, pure=[1.0]), rel=1e-12)
-    # zCDP: ρ = μ + ε²/2 (Bun & Steinke 2016, Prop. 3.3), then ε = ρ + 2√(ρ log(1/δ)).
-    rho = 0.3 + 0.5
-    zcdp = accounting.budget._Accounting(rels, "zcdp").epsilon(1, 1e-6)[0]
-    assert zcdp == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1e6)), rel=1e-9)
-    # RDP of a pure release: min(ε, αε²/2), never above the pure bound itself.
+    # The fit's releases at n = 1000, d = 3, split for (ε, δ) = (2, 1e-6): Gaussian rounds (μ)
+    # and a last round of pure releases (ε_i), composed by each accountant.
+    split = dict(family="logistic", dim=3, split_epsilon=2.0, split_delta=1e-6)
+    rels = accounting.releases(NAME, 1000, **split)
+    mu = sum(r.mu for r in rels if r.kind == "gaussian")
+    pure = [r.epsilon for r in rels if r.kind == "pure"]
+    assert mu > 0 and len(pure) == 2
+
+    def spent(accountant):
+        return accounting.spent(NAME, 1, 1e-6, 1000, chains=1, accountant=accountant,
+                                **split).epsilon
+
+    assert spent("pld") == pytest.approx(composed_epsilon(1e-6, mu=mu, pure=pure), rel=1e-12)
+    assert spent("pld") == pytest.approx(2.0, rel=1e-9)  # the split spends the budget
+    # zCDP: ρ = μ + Σ ε_i²/2 (Bun & Steinke 2016, Prop. 3.3), then ε = ρ + 2√(ρ log(1/δ)).
+    rho = mu + sum(0.5 * e * e for e in pure)
+    assert spent("zcdp") == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1e6)), rel=1e-9)
+    # RDP of a pure release: min(ε, αε²/2).
     orders = np.array([2.0, 3.0, 50.0])
     assert np.allclose(pure_release("k", 1.0).rdp(orders), [1.0, 1.0, 1.0])
     assert np.allclose(pure_release("k", 0.1).rdp(orders), [0.01, 0.015, 0.1])
-    # The tight composition is the smallest of the three.
-    rdp = accounting.budget._Accounting(rels, "rdp").epsilon(1, 1e-6)[0]
-    assert pld < rdp and pld < zcdp
+    assert spent("pld") < spent("rdp") and spent("pld") < spent("zcdp")
+    assert mu_release("g", 0.5).noise_std(1.0) == pytest.approx(2.0)  # σ = √(2/μ) per unit bound
 
 
 def test_the_card_is_registered_and_its_releases_spend_the_budget():
