@@ -13,8 +13,8 @@ import os
 #   in compilation, or a bit-for-bit comparison of two programs, which level 0 does not round
 #   alike (an audit tap must leave the chain unchanged to the last bit).
 # They change how XLA generates code, not what a program computes. Set through the environment,
-# so that the child processes (the 4-host-device child, the CLI and Snakemake runs) inherit them;
-# a child script that runs a long computation turns jax_disable_most_optimizations off for it.
+# so that the child processes (those of tests/children/, the CLI and Snakemake runs) inherit them;
+# a child function that runs a long computation turns jax_disable_most_optimizations off for it.
 # XLA flags the user set win, and DPMCMC_TEST_FULL_COMPILE=1 runs the suite on JAX's and XLA's
 # defaults.
 _CHEAP_COMPILE = {"--xla_cpu_use_fusion_emitters": "false", "--xla_backend_optimization_level": "1",
@@ -68,42 +68,44 @@ def reference_entries():
         return json.load(f)
 
 
-def _child_scripts(session, attribute: str) -> dict:
-    """``module name -> script``: the ``attribute`` of every selected test module that has one.
+def _child_functions(session, attribute: str) -> dict:
+    """``module name -> "module:function"``: the ``attribute`` of every selected test module
+    that has one, the name of a function in ``tests/children/`` (see ``host_devices.py``).
 
-    A module may also have ``attribute + "_SLOW"``: the cases of its child script that only its
+    A module may also have ``attribute + "_SLOW"``: the child function of the cases that only its
     ``slow`` tests read (``make test-all``). It runs, in the same child, under the name
     ``module name + ":slow"`` when a slow test of that module is selected."""
-    scripts = {}
+    names = {}
     for item in session.items:
         mod = getattr(item, "module", None)
         if mod is None:
             continue
         if hasattr(mod, attribute):
-            scripts[mod.__name__] = getattr(mod, attribute)
+            names[mod.__name__] = getattr(mod, attribute)
         if hasattr(mod, attribute + "_SLOW") and item.get_closest_marker("slow") is not None:
-            scripts[mod.__name__ + ":slow"] = getattr(mod, attribute + "_SLOW")
-    return scripts
+            names[mod.__name__ + ":slow"] = getattr(mod, attribute + "_SLOW")
+    return names
 
 
 @pytest.fixture(scope="session")
 def host_device_results(request):
-    """``module name -> RESULT`` of every selected test module's ``HOST_DEVICE_CHILD`` script,
-    all run in ONE child process with 4 forced host devices (one Python + JAX start-up for the
-    session, not one per module)."""
+    """``module name -> result`` of every selected test module's ``HOST_DEVICE_CHILD`` function,
+    all run in ONE child process with 4 forced host devices and ``JAX_ENABLE_X64=1``, like the
+    suite (one Python + JAX start-up for the session, not one per module)."""
     from host_devices import run_children
 
-    return run_children(_child_scripts(request.session, "HOST_DEVICE_CHILD"))
+    return run_children(_child_functions(request.session, "HOST_DEVICE_CHILD"),
+                        env={"JAX_ENABLE_X64": "1"})
 
 
 @pytest.fixture(scope="session")
 def x64_off_results(request):
-    """``module name -> RESULT`` of every selected test module's ``X64_OFF_CHILD`` script, all
+    """``module name -> result`` of every selected test module's ``X64_OFF_CHILD`` function, all
     run in ONE child process started with ``JAX_ENABLE_X64=0`` (the suite itself turns it on),
-    one after the other; each script checks that the global setting is still off."""
+    one after the other; each function checks that the global setting is still off."""
     from host_devices import run_children
 
-    return run_children(_child_scripts(request.session, "X64_OFF_CHILD"), devices=None,
+    return run_children(_child_functions(request.session, "X64_OFF_CHILD"), devices=None,
                         env={"JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}, timeout=600)
 
 

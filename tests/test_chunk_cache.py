@@ -10,8 +10,6 @@ chunk start), in secure mode and under warm-up adaptation. Checked at XLA's opti
 """
 from __future__ import annotations
 
-import textwrap
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -210,48 +208,9 @@ def test_the_cache_is_used_where_the_model_is_expensive():
 
 # Run by the session's shared 4-device child (conftest.host_device_results): the cached pass
 # under a mesh, each device reading and writing its own blocks' share of the cache.
-_CHILD_SETUP = r"""
-    import json, os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    import jax, jax.numpy as jnp, numpy as np
-    jax.config.update("jax_enable_x64", True)
-    from dpmcmc.models.base import Model
-    from dpmcmc.samplers import ALGORITHMS, Kernel, build_dp_penalty, run_chains
-    from dpmcmc.records.sharding import data_mesh
-
-    def log_likelihood(theta, x):
-        r = x - theta
-        return -0.5 * jnp.sum(r * r)
-
-    model = Model(log_likelihood, lambda t: -0.5 * jnp.sum(t * t) / 100.0, 2)
-    data = np.random.default_rng(3).normal(0.2, 1.0, size=(4001, 2))  # 8 blocks of 512 rows
-    spec = ALGORITHMS["dp-penalty"]
-    params = spec.prepare(dict(tau=0.1, clip=2.0, proposal_std=0.012, block_size=512), model, 4001)
-    kernel = build_dp_penalty(model, params["tau"], params["clip"], params["proposal_std"],
-                              loglik_cache=True)
-    theta0 = jnp.full((2, 2), 0.2)
-    key = jax.random.key(4)
-    sharded = spec.layout(data, params, model, mesh=data_mesh())
-    a = run_chains(kernel, theta0, key, 12, data=sharded, progress=False, chunk_size=5)
-    out = {"devices": len(jax.devices())}
-"""
-
-HOST_DEVICE_CHILD = textwrap.dedent(_CHILD_SETUP + r"""
-    b = run_chains(Kernel(kernel.init, kernel.step), theta0, key, 12, data=sharded, progress=False)
-    out["cached_equals_uncached"] = all(np.array_equal(np.asarray(x), np.asarray(y))
-                                        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
-    out["acceptance"] = float(np.mean(np.asarray(a[1].accepted)))
-    print("RESULT" + json.dumps(out))
-""")
-
-# The slow test's case, run in the same child when it is selected (conftest._child_scripts).
-HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_CHILD_SETUP + r"""
-    plain = spec.layout(data, params, model)
-    c = run_chains(kernel, theta0, key, 12, data=plain, progress=False)
-    out["sharded_vs_plain"] = float(np.max(np.abs(np.asarray(a[0]) - np.asarray(c[0]))))
-    out["acceptance"] = float(np.mean(np.asarray(a[1].accepted)))
-    print("RESULT" + json.dumps(out))
-""")
+HOST_DEVICE_CHILD = "chunk_cache:cached_equals_uncached"
+# The slow test's case, run in the same child when it is selected (conftest._child_functions).
+HOST_DEVICE_CHILD_SLOW = "chunk_cache:sharded_vs_plain"
 
 
 def test_the_cache_under_a_mesh_changes_no_draw(host_device_results):

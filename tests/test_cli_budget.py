@@ -1,13 +1,13 @@
 """`dpmcmc budget` through typer's CliRunner."""
 import json
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from dpmcmc import accounting
 from dpmcmc.cli import app
+
+from host_devices import run_module
 
 runner = CliRunner()
 HMC_ARGS = ["budget", "--algorithm", "dp-hmc", "--epsilon", "4", "--delta", "1e-6", "--n", "100000",
@@ -124,8 +124,7 @@ def test_budget_errors_exit_2_with_message(extra, message):
 
 
 def test_cli_import_does_not_import_jax():
-    code = "import sys, dpmcmc.cli; assert 'jax' not in sys.modules, 'jax imported'; print('ok')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = run_module("imports", "dpmcmc.cli", timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import traceback
 
 import jax
@@ -27,6 +24,8 @@ import dpmcmc
 from dpmcmc.runtime import compile_cache as _compile_cache
 from dpmcmc.models import preset
 from dpmcmc.testing import reset_compile_cache_settings
+
+from host_devices import run_module
 
 PENALTY = dict(tau=0.17, proposal_std=0.06, clip=0.15)
 SRC = os.path.join(os.path.dirname(__file__), "..", "src")
@@ -248,77 +247,14 @@ def test_persistent_cache_switches(tmp_path, monkeypatch):
         compilation_cache.reset_cache()
 
 
-# A fresh process with the persistent cache in a temporary XDG_CACHE_HOME. Phase "write": samples
-# with dp-penalty on data of distinctive values (every program compiled is written: min compile
-# time 0, a user setting dpmcmc keeps), lists the files written, then compiles a program that
-# CLOSES OVER the data, the leak the search must be able to see. Phase "write-hmc": the same,
-# with a dp-hmc run (its float32 gradient copy of the data) before. Phase "read": the
-# dp-penalty call again, counting persistent-cache hits and compilations of the chain program.
-CHILD = textwrap.dedent(r"""
-    import json, os, sys, logging, io
-    import jax, jax.numpy as jnp, numpy as np
-    from jax._src import compilation_cache as cc
-    phase = sys.argv[1]
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    import dpmcmc
-    from dpmcmc.models import preset
-
-    p = preset("banana-2d", n=300, key=jax.random.key(0))
-    rng = np.random.default_rng(7)
-    data = 0.5 + rng.random((300, 2))   # values that are nowhere else
-    np.save(os.environ["DATA_FILE"], data)
-    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "dpmcmc", "jax")
-
-    def files():
-        out = {}
-        for root, _, names in os.walk(cache):
-            for name in names:
-                path = os.path.join(root, name)
-                raw = open(path, "rb").read()
-                try:
-                    raw = cc.decompress_executable(raw)
-                except Exception:
-                    pass
-                out[path] = raw.hex()
-        return out
-
-    hits = [0]
-    compiles = []
-    jax.monitoring.register_event_listener(
-        lambda name, **kw: hits.__setitem__(0, hits[0] + (name == "/jax/compilation_cache/cache_hits")))
-    log = io.StringIO()
-    logging.getLogger("jax").addHandler(logging.StreamHandler(log))
-    penalty = dict(tau=0.17, proposal_std=0.06, clip=0.15)
-    result = {}
-    with jax.log_compiles(True):
-        if phase == "write-hmc":
-            dpmcmc.sample(p.model, data, "dp-hmc", chains=2, iterations=3, delta=1e-5, progress=False,
-                          tau_l=0.1, tau_g=0.55, step_size=0.01, leapfrog_steps=2, clip=0.1,
-                          grad_clip=0.05)
-        r = dpmcmc.sample(p.model, data, "dp-penalty", chains=2, iterations=3, delta=1e-5,
-                          key=jax.random.key(1), progress=False, **penalty)
-    result["sampling_files"] = files()
-    result["hits"] = hits[0]
-    result["run_compiles"] = log.getvalue().count("Compiling jit(run)")
-    result["run_hits"] = log.getvalue().count("cache hit for 'jit_run'")
-    result["log"] = log.getvalue()[-4000:]
-    result["samples"] = np.asarray(r.samples).tolist()
-    if phase.startswith("write"):
-        const = jnp.asarray(data)
-        jax.jit(lambda t: jnp.sum((const - t) ** 2))(jnp.float64(0.3)).block_until_ready()
-        result["all_files"] = files()
-    print("RESULT" + json.dumps(result))
-""")
-
-
 def _child(phase, tmp_path):
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"), DATA_FILE=str(tmp_path / "data.npy"),
-               PYTHONPATH=os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")]))
-    env.pop("DPMCMC_NO_COMPILE_CACHE", None)
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    env["JAX_ENABLE_X64"] = "1"
-    proc = subprocess.run([sys.executable, "-c", CHILD, phase], env=env, capture_output=True,
-                          text=True, timeout=600)
+    """A fresh process with the persistent cache in a temporary XDG_CACHE_HOME, running
+    ``phase`` of tests/children/compile_cache.py; the dict it printed."""
+    env = dict(XDG_CACHE_HOME=str(tmp_path / "xdg"), DATA_FILE=str(tmp_path / "data.npy"),
+               PYTHONPATH=os.pathsep.join([os.path.abspath(SRC), os.environ.get("PYTHONPATH", "")]),
+               JAX_ENABLE_X64="1")
+    drop = ("DPMCMC_NO_COMPILE_CACHE", "JAX_COMPILATION_CACHE_DIR")
+    proc = run_module("compile_cache", phase, env=env, drop=drop)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     return json.loads(line[len("RESULT"):])

@@ -180,42 +180,14 @@ def test_info_contract_fields():
     assert Info._fields[:3] == ("accepted", "clip_fraction", "diverged")
 
 
-X32_SCRIPT = r"""
-import jax, jax.numpy as jnp, numpy as np
-assert not jax.config.jax_enable_x64
-from dpmcmc.models.base import Model
-from dpmcmc.samplers import ALGORITHMS, run_chains
-model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: -0.5 * jnp.sum(th ** 2), 2)
-data = np.random.default_rng(0).normal(size=(50, 2))
-P = {"rwmh": dict(proposal_std=0.1), "hmc": dict(step_size=0.05, leapfrog_steps=3),
-     "dp-penalty": dict(tau=0.5, clip=5.0, proposal_std=0.1, mode="guided-walk"),
-     "dp-hmc": dict(tau_l=0.5, tau_g=0.5, clip=5.0, grad_clip=3.0, step_size=0.05, leapfrog_steps=3)}
-for name in NAMES:
-    spec = ALGORITHMS[name]
-    kernel = spec.build(model, spec.prepare(P[name], model, 50))
-    pos, info = run_chains(kernel, np.zeros((2, 2)), jax.random.key(0), 30, data=data,
-                           progress=False)
-    # The run is traced with 64-bit types scoped to it (privacy noise is float64 always; was
-    # float32 here, the bug fixed), and the global setting stays off.
-    assert pos.dtype == jnp.float64, (name, pos.dtype)
-    assert not jax.config.jax_enable_x64, name
-    assert np.all(np.isfinite(np.asarray(pos))), name
-    assert np.asarray(info.accepted).any(), name
-    assert not np.asarray(info.diverged).any(), name
-print("x32 ok")
-import json
-print("RESULT" + json.dumps({"x32": NAMES}))
-"""
-
-
 # Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results): a private
 # sampler, whose privacy noise the fixed bug drew in float32. The driver scopes 64-bit types to
-# every run alike; the other samplers run in the slow child script: the non-private ones (their
+# every run alike; the other samplers run in the slow child function: the non-private ones (their
 # runs carry no privacy noise), and dp-penalty, whose run through dpmcmc.sample with x64 off is
 # also test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept (float64
 # draws, the setting still off afterwards).
-X64_OFF_CHILD = "NAMES = ['dp-hmc']\n" + X32_SCRIPT
-X64_OFF_CHILD_SLOW = "NAMES = ['rwmh', 'hmc', 'dp-penalty']\n" + X32_SCRIPT
+X64_OFF_CHILD = "driver:private"
+X64_OFF_CHILD_SLOW = "driver:non_private"
 
 
 def test_samplers_run_in_float32_mode(x64_off_results):

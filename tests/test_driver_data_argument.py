@@ -15,7 +15,6 @@ parameter instead of a constant.
 from __future__ import annotations
 
 import re
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -226,54 +225,7 @@ def test_run_chains_kernel_and_data_arguments(banana):
 
 
 # Run by the session's shared 4-device child (conftest.host_device_results).
-HOST_DEVICE_CHILD = textwrap.dedent(r"""
-    import json, os, re
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    import jax, jax.numpy as jnp, numpy as np
-    jax.config.update("jax_enable_x64", True)
-    import dpmcmc
-    from dpmcmc import api
-    from dpmcmc.models import preset
-    from dpmcmc.samplers import ALGORITHMS, Kernel, compiled_chunk
-    from dpmcmc.records.sharding import data_mesh
-
-    p = preset("banana-2d", n=16001, key=jax.random.key(0))  # 16 blocks of 1024 rows, 4 per device
-    params = dict(tau=0.17, proposal_std=0.06, clip=0.15, block_size=1024)
-    spec = ALGORITHMS["dp-penalty"]
-    mesh = data_mesh()
-    theta0 = np.tile(np.asarray(p.theta_true), (2, 1))
-    key = jax.random.key(1)
-    planned = api.plan_run(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
-                           theta0=theta0, delta=1e-5, progress=False, mesh=mesh, **params)
-    data = planned.layout()
-    new = compiled_chunk(planned.build, theta0, key, 4, data=data).as_text()
-    # The same kernel closing over the same sharded blocks (the path before kernels took data).
-    kernel = spec.build(p.model, planned.params)
-    closure = Kernel(lambda th, _d: kernel.init(th, data), lambda k, s, _d: kernel.step(k, s, data))
-    old = compiled_chunk(closure, theta0, key, 4).as_text()
-    out = {"devices": len(jax.devices())}
-    for name, text in (("new", new), ("old", old)):
-        out[name] = {
-            "constants": [[dt, dims] for dt, dims in
-                          re.findall(r"=\s*(\w+)\[([\d,]*)\]\S*\s+constant\(", text)],
-            "parameters": [[dt, dims, rest] for dt, dims, rest in
-                           re.findall(r"=\s*(\w+)\[([\d,]*)\]\S*\s+parameter\(\d+\)(.*)",
-                                      text[text.index("\nENTRY"):])],
-        }
-    # Chunked (the progress bar cuts 9 iterations into 9 chunks): one compilation of the chunk
-    # program all the same.
-    import io, logging
-    log = io.StringIO()
-    logging.getLogger("jax").addHandler(logging.StreamHandler(log))
-    with jax.log_compiles(True):
-        res = dpmcmc.sample(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
-                            theta0=theta0, delta=1e-5, progress=True, mesh=mesh, **params)
-    out["chunk_compilations"] = log.getvalue().count("Compiling jit(run)")
-    ref = dpmcmc.sample(p.model, p.data, "dp-penalty", chains=2, iterations=9, key=key,
-                        theta0=theta0, delta=1e-5, progress=False, **params)
-    out["draw_err"] = float(np.max(np.abs(res.samples - ref.samples)))
-    print("RESULT" + json.dumps(out))
-""")
+HOST_DEVICE_CHILD = "driver_data_argument:sharded_parameter"
 
 
 def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter(host_device_results):

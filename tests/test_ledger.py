@@ -15,7 +15,7 @@ import dpmcmc
 from dpmcmc.cli import app
 from dpmcmc.ledger import Ledger, LedgerError
 
-from _ledger_race import race
+from children.ledger_race import race
 
 
 def _model():

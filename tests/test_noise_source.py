@@ -18,7 +18,6 @@
 """
 from __future__ import annotations
 
-import textwrap
 import threading
 
 import jax
@@ -179,68 +178,10 @@ def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
 
 # ---------------------------------------------------------------- float64 with x64 off
 
-# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results), which
-# compiles with most optimisations off like the suite: the draws are compiled with XLA's
-# optimisations on. The default script checks the float64 resolution of 10^6 draws directly;
-# the slow one (X64_OFF_CHILD_SLOW) counts the tail beyond 5.3σ of 10^8 draws.
-_X64_SETUP = """
-    import json, math
-    import jax, jax.numpy as jnp, numpy as np
-    assert not jax.config.jax_enable_x64
-    import dpmcmc
-    from dpmcmc.models.base import Model
-    from dpmcmc.kernels.mechanisms import gaussian_mechanism
-
-    out = {}
-
-    def draws(size, releases):
-        # ``releases`` releases of ``size`` draws through the public mechanism, on a float32
-        # statistic; yields each release's draws (as a NumPy array).
-        cheap = jax.config.read("jax_disable_most_optimizations")
-        jax.config.update("jax_disable_most_optimizations", False)
-        try:
-            with jax.enable_x64(True):
-                release = jax.jit(lambda kk: gaussian_mechanism(kk, jnp.zeros(size, jnp.float32),
-                                                                1.0))
-                for i in range(releases):
-                    yield release(jax.random.key(i))
-        finally:
-            jax.config.update("jax_disable_most_optimizations", cheap)
-"""
-
-X64_OFF_CHILD = textwrap.dedent(_X64_SETUP + """
-    (z,) = draws(1_000_000, 1)
-    out["mechanism_dtype"] = str(z.dtype)
-    z = np.asarray(z)
-    # Resolution: how many draws are float32 values, and how many values are drawn twice.
-    out["float32_values"] = int(np.sum(z == z.astype(np.float32).astype(np.float64)))
-    out["repeats"] = int(z.size - np.unique(z).size)
-    model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2), lambda th: 0.0 * jnp.sum(th), 1)
-    res = dpmcmc.sample(model, np.random.default_rng(0).normal(size=(30, 1)), "dp-penalty",
-                        delta=1e-3, iterations=20, chains=2, key=jax.random.key(0),
-                        progress=False, tau=0.5, clip=5.0, proposal_std=0.1)
-    out["samples_dtype"] = str(res.samples.dtype)
-    out["x64_after"] = bool(jax.config.jax_enable_x64)
-    try:
-        gaussian_mechanism(jax.random.key(0), jnp.zeros(2), 1.0)
-        out["refused"] = False
-    except RuntimeError as exc:
-        out["refused"] = "float64" in str(exc)
-    print("RESULT" + json.dumps(out))
-""")
-
-# The slow test's case, run in the same child when it is selected (conftest._child_scripts).
-X64_OFF_CHILD_SLOW = textwrap.dedent(_X64_SETUP + """
-    # 10^8 draws in 20 releases.
-    tail, dtypes = 0, set()
-    for z in draws(5_000_000, 20):
-        dtypes.add(str(z.dtype))
-        tail += int(jnp.sum(jnp.abs(z) > 5.3))
-    out["mechanism_dtype"] = "/".join(sorted(dtypes))
-    out["tail"] = tail
-    out["x64_after"] = bool(jax.config.jax_enable_x64)
-    print("RESULT" + json.dumps(out))
-""")
+# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results): the
+# float64 resolution of 10^6 draws; the slow function counts the tail beyond 5.3σ of 10^8 draws.
+X64_OFF_CHILD = "noise_source:resolution"
+X64_OFF_CHILD_SLOW = "noise_source:tail"
 
 
 def test_noise_is_float64_with_x64_off_and_the_setting_is_kept(x64_off_results):

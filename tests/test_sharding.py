@@ -6,8 +6,6 @@ its blocks, compensated, then one psum), so every released sum agrees to float64
 (≲ 1e-12 relative); the chains then agree to 1e-9 absolute over 25 iterations unless an accept
 test falls within ~1e-12 of its threshold, which has negligible probability at these sizes.
 """
-import textwrap
-
 import jax
 import numpy as np
 import pytest
@@ -19,69 +17,15 @@ from dpmcmc.records.sharding import data_mesh, shard_data
 
 from host_devices import check
 
-_SETUP = r"""
-    import json, os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    import jax, jax.numpy as jnp, numpy as np
-    jax.config.update("jax_enable_x64", True)
-    import dpmcmc
-    from dpmcmc.models import preset
-    from dpmcmc.models.base import Model
-    from dpmcmc.records import passes as pe
-    from dpmcmc.records.layout import prepare_data
-    from dpmcmc.records.sharding import data_mesh, shard_data
-
-    out = {"devices": len(jax.devices())}
-    p = preset("banana-2d", n=10011)   # not a multiple of 4 blocks: padding on the last device
-    m = p.model
-    auto = Model(m.log_likelihood, m.log_prior, m.dim, name="banana-autodiff")
-    mesh = data_mesh()
-    runs = {
-        "dp-penalty": dict(tau=0.17, proposal_std=0.06, clip=0.15),
-        "dp-hmc": dict(tau_l=0.1, tau_g=0.55, step_size=0.006, leapfrog_steps=3, clip=0.1,
-                       grad_clip=0.05),
-    }
-
-    def compare_draws(algs):
-        out["draw_err"] = {}
-        out["draws_moved"] = {}
-        for alg in algs:
-            kw = dict(chains=2, iterations=25, key=jax.random.key(7),
-                      theta0=np.asarray(p.theta_true), progress=False, delta=1e-5, **runs[alg])
-            a = dpmcmc.sample(auto, p.data, alg, **kw).samples
-            b = dpmcmc.sample(auto, p.data, alg, mesh=mesh, **kw).samples
-            out["draw_err"][alg] = float(np.max(np.abs(a - b)))
-            out["draws_moved"][alg] = float(np.max(np.abs(a[:, -1] - a[:, 0])))
-"""
-
 # Run by the session's shared 4-device child (conftest.host_device_results). The sharded passes
 # of the full-data samplers are compared one by one: dp-penalty's clipped log-ratio sum, dp-hmc's
 # clipped gradient sum (on the float32 gradient copy) and log-likelihood sum. Their sharded runs
-# end to end are in the slow child below: the driver's part of a sharded run (the blocks a
+# end to end are the slow child function: the driver's part of a sharded run (the blocks a
 # sharded parameter of the chain program, the draws those of the unsharded run) is
 # test_driver_data_argument's 4-device test, on dp-penalty's preset batch functions.
-HOST_DEVICE_CHILD = textwrap.dedent(_SETUP + r"""
-    sharded = shard_data(p.data, mesh, model=auto, block_size=512, grad_dtype="float32")
-    out["shard_shapes"] = sorted({tuple(s.data.shape) for s in sharded.blocks.addressable_shards})
-    th = p.theta_true + 0.01
-    th2 = th + jnp.array([0.004, -0.003])
-    plain = prepare_data(p.data, model=auto, block_size=512)
-    # The three passes in one compiled program per layout (op by op, each layout compiled some
-    # dozens of small programs).
-    passes = jax.jit(lambda d: {"llr": pe.clipped_llr_sum(auto, d, th, th2, 0.002)[0],
-                                "grad": pe.clipped_grad_sum(auto, d, th, 0.05)[0],
-                                "loglik": pe.loglik_sum(auto, d, th)})
-    got_plain, got_sharded = passes(plain), passes(sharded)
-    pairs = {k: (got_plain[k], got_sharded[k]) for k in got_plain}
-    out["rel_err"] = {k: float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(a))) for k, (a, b) in pairs.items()}
-    print("RESULT" + json.dumps(out))
-""")
-
-# The slow test's cases, run in the same child when it is selected (conftest._child_scripts).
-HOST_DEVICE_CHILD_SLOW = textwrap.dedent(_SETUP + r"""
-    compare_draws(["dp-penalty", "dp-hmc"])
-    print("RESULT" + json.dumps(out))
-""")
+HOST_DEVICE_CHILD = "sharding:passes"
+# The slow test's cases, run in the same child when it is selected (conftest._child_functions).
+HOST_DEVICE_CHILD_SLOW = "sharding:draws"
 
 
 def _same_draws(out):

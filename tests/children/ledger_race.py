@@ -1,4 +1,4 @@
-"""The child process of test_ledger's race (not a test module).
+"""The child processes of test_ledger's race (``multiprocessing``, spawned).
 
 A spawned child imports the module its target lives in: kept here, apart from the test module,
 the child imports the ledger alone (no JAX, pandas or the CLI), about 1 CPU-s less per child.
