@@ -229,7 +229,8 @@ ACCT = sorted(accounting.ALGORITHMS)
 
 def acct_params(algorithm):
     required, _ = accounting.algorithm_params(algorithm)
-    pool = dict(tau=0.5, tau_l=0.5, tau_g=0.5, leapfrog_steps=3, batch_size=20, noise_multiplier=1.0)
+    pool = dict(tau=0.5, tau_l=0.5, tau_g=0.5, leapfrog_steps=3, batch_size=20, noise_multiplier=1.0,
+                family="logistic", dim=3, split_epsilon=1.0, split_delta=1e-6)
     return {k: pool[k] for k in required}
 
 

@@ -181,9 +181,14 @@ def test_glm_result_carries_its_plan():
     res = dpmcmc.glm(df, "logistic", target="y", bounds={"x": [0, 10], "y": {"categories": ["no", "yes"]}},
                      epsilon=2.0, delta=1e-6)
     p = res.plan
-    assert p.iterations == res.privacy.iterations == res.params["steps"]
-    assert p.noise[0].noise_sd == pytest.approx(res.params["grad_noise_sd"][-1])
-    assert p.noise[0].ratio == pytest.approx(res.params["grad_noise_sd"][-1] ** 2)
+    # One set of releases (the report's one "iteration"), then draws per chain.
+    assert res.privacy.iterations == 1 and p.iterations == res.samples.shape[1] == 1000
+    assert p.report.params["steps"] == res.params["steps"]
+    from dpmcmc.samplers import noise_aware_glm as nag
+
+    last = nag.plan_releases(p.n, p.report.params).gradients[-1]  # what the fit released last
+    assert p.noise[0].noise_sd == pytest.approx(last.noise_sd)
+    assert p.noise[0].ratio == pytest.approx(last.noise_sd ** 2)
     assert p.epsilon_spent == pytest.approx(res.privacy.epsilon)
 
 

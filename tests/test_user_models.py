@@ -18,6 +18,8 @@ Checked here:
 """
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
@@ -321,9 +323,15 @@ def _run(model, x, algo):
     params = dict(KNOWN[algo])
     if ALGORITHMS[algo].private:
         params["delta"] = 1e-3
-    # Tiny data: the chains need not move, only run (force).
-    res = dpmcmc.sample(model, x, algo, iterations=ITERS, chains=1, key=jax.random.key(0),
-                        progress=False, force=ALGORITHMS[algo].private, **params)
+    # Tiny data: the chains need not move, only run (force). The plan may say so: the only
+    # warning allowed is its PlanWarning about chains that cannot move.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = dpmcmc.sample(model, x, algo, iterations=ITERS, chains=1, key=jax.random.key(0),
+                            progress=False, force=ALGORITHMS[algo].private, **params)
+    caught = [w for w in caught if not issubclass(w.category, dpmcmc.KeyReuseWarning)]
+    assert all(issubclass(w.category, dpmcmc.PlanWarning) and "move" in str(w.message)
+               for w in caught), [str(w.message) for w in caught]
     s = np.asarray(res.samples)
     assert s.shape == (1, ITERS, model.dim)
     assert np.all(np.isfinite(s))

@@ -681,8 +681,16 @@ def plan_releases(n: int, split: dict) -> GLMReleasePlan:
 
 
 def _validate_split(n: int, params: dict) -> dict:
-    plan_releases(n, params)  # every check of release_plan, naming the argument
-    return dict(params)
+    from dpmcmc.accounting._checks import check_int, check_positive, check_probability
+
+    out = dict(params)
+    out["dim"] = check_int("dim", params["dim"], minimum=1)
+    out["split_epsilon"] = check_positive("split_epsilon", params["split_epsilon"])
+    out["split_delta"] = check_probability("split_delta", params["split_delta"])
+    if "noise_sd" in params:
+        out["noise_sd"] = check_positive("noise_sd", params["noise_sd"])
+    plan_releases(n, out)  # the other checks of release_plan, naming the argument
+    return out
 
 
 def _events(n: int, params: dict) -> tuple:
