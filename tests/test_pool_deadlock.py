@@ -271,7 +271,7 @@ def _builtin_models():
         models.banana(2), models.banana(3, batch_functions=False), models.gaussian(np.eye(3) + 0.5),
         models.circle(), models.gaussian_mixture(), models.logistic_regression(3))]
     for family in tabular.MODELS:
-        out.append((tabular._build_model(family, 3, ("a", "b", "c"), 10.0, 0.5), jnp.zeros((8, 4))))
+        out.append((tabular.front._build_model(family, 3, ("a", "b", "c"), 10.0, 0.5), jnp.zeros((8, 4))))
     return out
 
 

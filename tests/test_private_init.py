@@ -79,8 +79,6 @@ def test_the_start_reads_the_data_only_through_the_released_sums():
     (dict(init_share=1.0), ValueError, "init_share"),
     (dict(init_steps=0), ValueError, "init_steps"),
     (dict(theta0="prior"), ValueError, "theta0"),
-    (dict(algorithm="dp-sgld", noise_multiplier=2.0, batch_size=100, grad_clip=20.0, step_size=1e-5),
-     ValueError, "accountant='rdp'"),
     (dict(algorithm="dp-barker", batch_size=100, proposal_std=0.01), ValueError, "gradient bound"),
 ])
 def test_bad_private_init_arguments_are_named_before_any_data(kwargs, exc, name):
@@ -127,7 +125,7 @@ def test_default_start_is_private_exactly_where_it_applies():
     assert start("dp-penalty", epsilon=4.0, **pen).startswith("private")
     assert start("dp-penalty", iterations=50, **pen).startswith("data-independent")
     assert start("dp-penalty", epsilon=4.0, theta0=np.zeros(DIM), **pen) == "given by the user"
-    assert start("dp-sgld", epsilon=4.0, **sgld).startswith("data-independent")   # PLD: not composed
+    assert start("dp-sgld", epsilon=4.0, **sgld).startswith("private")   # PLD composes it too
     assert start("dp-sgld", epsilon=4.0, accountant="rdp", **sgld).startswith("private")
     assert start("dp-barker", epsilon=4.0, batch_size=100, proposal_std=0.01).startswith("data-independent")
     # A budget that pays for an iteration but not also for the start: prior draws, not an error

@@ -24,6 +24,7 @@ from .runtime import checkpoint as _checkpoint
 from .runtime.checkpoint import CheckpointError, SavedRun
 from ._keys import OS_ENTROPY
 from ._plan import make_plan, refuse_if_blocked
+from .auto import AUTO, sample_auto
 from .models.base import Model, check_model
 from .request import Request
 from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
@@ -164,6 +165,15 @@ def sample(
         One of ``dpmcmc.samplers.ALGORITHMS`` (this list is built from the registry):
 
 @ALGORITHM_LIST@
+        - ``"auto"``: private, no hand tuning, for any differentiable model with a declared
+          per-record gradient bound (``grad_clip``, or ``clip``): a private Newton start, then
+          DP-SGLD in the coordinates its released curvature whitens, or — where the budget buys
+          no chain that mixes, said in the plan — the start's noise-aware Gaussian
+          approximation, labelled ``params["mode"] == "approximation"`` (:mod:`dpmcmc.auto`,
+          docs/auto.md). It plans ``iterations``, ``accountant``, ``theta0``, ``warmup`` and
+          the rest itself (refused by name when given); its parameters are ``grad_clip`` /
+          ``clip``, ``chain`` (``True``/``False`` force a chain or the approximation) and
+          ``draws`` (approximation: draws per chain, default 1000).
     epsilon, delta : float
         The total budget for all chains together. With ``iterations=None`` the accountant sets
         the run length to the largest number of iterations per chain the budget buys. With
@@ -185,8 +195,9 @@ def sample(
         ``init_steps`` clipped gradient sums (bound: the sampler's ``grad_clip``, else ``clip``)
         and starts the chains near the posterior mode; the report lists it as its own mechanism
         and the iterations get the rest (in secure mode its noise comes from the run's secret
-        too). Needs ``epsilon`` and a per-record gradient bound (not DP Barker); the subsampled
-        samplers need ``accountant="rdp"``. Default (``None``): the private
+        too). Needs ``epsilon`` and a per-record gradient bound (not DP Barker); every
+        accountant composes it (the subsampled samplers' PLD through the Gaussian's PLD,
+        :func:`dpmcmc.accounting.pld.gaussian_pld`). Default (``None``): the private
         start wherever it applies and the budget sets the run length (``epsilon`` given,
         ``iterations`` not; see ``dpmcmc.plan``) and the budget can pay
         for it and one iteration, in plain and secure mode alike; otherwise independent draws
@@ -295,6 +306,10 @@ def sample(
         secure=secure, force=force, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         mesh=mesh, ledger=ledger, init_share=init_share, init_steps=init_steps, warmup=warmup,
         **params)
+    if request.algorithm == AUTO:
+        # The start, then DP-SGLD's card in the coordinates it whitens or the start's
+        # approximation (dpmcmc.auto), planned by the same planner (make_plan).
+        return sample_auto(request, model, data, _on_chunk=_on_chunk)
     run_plan = prepare(request, model, data)
     return package(run_plan, run(run_plan, _on_chunk=_on_chunk))
 

@@ -84,27 +84,23 @@ def private_start(pre, chains: int, seed: int, algorithm: Optional[str] = None,
     """The private start of ``algorithm``: ``"private"`` or ``None`` (prior draws).
 
     ``"private"`` is :func:`dpmcmc.sample`'s private initialisation (``theta0="private"``: 10 % of
-    the budget on noisy clipped gradient steps, accounted in the run's report). It is used for the
-    private samplers whose every release is a full-data Gaussian mechanism (DP penalty, DP-HMC):
-    their tightest accountant (PLD) composes the start exactly. The subsampled samplers' PLD does
-    not yet compose a fixed Gaussian start (``dpmcmc.accounting`` refuses it rather than
-    approximate), DP Barker refuses a private start, and the non-private samplers of the clipping
-    experiment need none: these start from the library's data-independent default, prior draws
-    (``None``).
+    the budget on noisy clipped gradient steps, accounted in the run's report), for every private
+    sampler with a per-record gradient bound: the full-data ones compose it μ-additively, the
+    subsampled ones (DP-SGLD, DP-SGNHT, minibatch penalty) through the Gaussian's PLD
+    (:func:`dpmcmc.accounting.pld.gaussian_pld`). DP Barker refuses a private start (no gradient
+    bound), and the non-private samplers of the clipping experiment need none: these start from
+    the library's data-independent default, prior draws (``None``).
     """
-    import dpmcmc
-
     from ..samplers import ALGORITHMS
 
     if algorithm is None:
         return None
     spec = ALGORITHMS[algorithm]
-    if not spec.private:
+    if not spec.private or algorithm == "dp-barker":
         return None
     n = int(pre.data.shape[0])
     prepared = spec.prepare(dict(params or {}), pre.model, n)
-    kinds = {r.kind for r in dpmcmc.accounting.releases(algorithm, n, **spec.accounting_params(prepared))}
-    return "private" if kinds == {dpmcmc.accounting.GAUSSIAN} else None
+    return "private" if prepared.get("grad_clip", prepared.get("clip")) is not None else None
 
 
 def start_points(mode: str, pre, chains: int, seed: int, ref: Optional[np.ndarray],
