@@ -150,3 +150,57 @@ def test_auto_in_secure_mode_draws_the_start_from_chacha():
     assert a.secure and not b.secure
     # The same key, another noise source: the released start differs.
     assert not np.allclose(a.params["mean"], b.params["mean"])
+
+
+def test_auto_plans_through_the_one_planner_and_the_cli():
+    """``dpmcmc plan`` and ``dpmcmc.plan`` build auto's plan with the planner every algorithm
+    uses (a Request, make_plan): the Newton start is the plan's private start, the report is
+    the accountant's, and the plan says in words that the draws are not MCMC."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpmcmc._plan import make_plan
+    from dpmcmc.cli import app
+    from dpmcmc.request import Request
+
+    p = make_plan(Request.create("auto", epsilon=1.0, delta=1e-6, grad_clip=1.0), N, _model())
+    assert p.private_start.method == "newton" and p.private_start.share == pytest.approx(1.0)
+    assert p.report.epsilon == pytest.approx(1.0) and p.iterations == 0
+    out = CliRunner().invoke(app, ["plan", "-a", "auto", "--n", str(N), "--dim", str(DIM),
+                                   "--epsilon", "1", "--delta", "1e-6", "-p", "grad_clip=1",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    assert got["params"]["mode"] == "approximation" and got["private_start"]["method"] == "newton"
+    assert any("NOT MCMC" in note for note in got["notes"])
+    bad = CliRunner().invoke(app, ["plan", "-a", "auto", "--n", str(N), "--dim", str(DIM),
+                                   "--epsilon", "1", "--delta", "1e-6", "-p", "grad_clip=1",
+                                   "--iterations", "5"])
+    assert bad.exit_code != 0 and "iterations" in bad.output
+
+
+@pytest.mark.parametrize("option, value", [("warmup", 10), ("accountant", "rdp"),
+                                           ("checkpoint", "run.ckpt"), ("init_share", 0.2),
+                                           ("relation", "substitute-legacy")])
+def test_request_refuses_what_auto_plans_itself(option, value):
+    from dpmcmc.request import Request
+
+    with pytest.raises(ValueError, match=option):
+        Request.create("auto", epsilon=1.0, delta=1e-6, grad_clip=1.0, **{option: value})
+    with pytest.raises(TypeError, match="chain"):
+        Request.create("auto", epsilon=1.0, delta=1e-6, grad_clip=1.0, chain="yes")
+
+
+def test_experiments_have_an_auto_line_in_its_own_start_mode():
+    from dpmcmc.experiments import dphmc_paper, thesis
+    from dpmcmc.experiments._sweep import grid_cells
+
+    for cfg in (dphmc_paper.config(False), thesis.config(False)):
+        auto = [c for c in grid_cells(cfg) if c["label"] == "auto"]
+        assert auto and {c["start"] for c in auto} == {"private"}
+        assert len({c["model"] for c in auto}) == len(cfg["models"])
+        for m in cfg["models"].values():
+            # Only the bounds of the tuned DP-HMC are declared.
+            assert m["algorithms"]["auto"]["params"] == {
+                k: m["algorithms"]["dp-hmc"]["params"][k] for k in ("clip", "grad_clip")}

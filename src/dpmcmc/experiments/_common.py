@@ -20,6 +20,9 @@ import numpy as np
 __all__ = [
     "START_MODES",
     "START_LABELS",
+    "AUTO",
+    "is_private",
+    "auto_entry",
     "start_points",
     "cell_seed",
     "load_preset",
@@ -37,8 +40,29 @@ START_LABELS = {
     "paper": "NON-PRIVATE start: near the true parameters, read from the data's truth (as the papers do)",
     "private": ("private start: the library's private initialisation (theta0='private': a share of "
                 "the budget on noisy clipped gradient steps, in the privacy report) where the sampler "
-                "has a per-record bound; else its data-independent default (prior draws)"),
+                "has a per-record bound; else its data-independent default (prior draws); "
+                "algorithm 'auto': its own private Newton start (docs/auto.md)"),
 }
+
+#: The experiments' label of ``dpmcmc.sample(model, data, "auto", ...)`` with only the
+#: per-record bounds declared (issue 35): run in the private start mode only (its start is
+#: its own), beside the papers' tuned samplers.
+AUTO = "auto"
+
+
+def is_private(algorithm: str) -> bool:
+    """Whether ``algorithm`` (a registered sampler or ``"auto"``) spends a budget."""
+    from ..samplers import ALGORITHMS
+
+    return algorithm == AUTO or ALGORITHMS[algorithm].private
+
+
+def auto_entry(bounds: dict) -> dict:
+    """An experiment's ``auto`` line: ``dpmcmc.sample(..., "auto")`` with the per-record bounds
+    ``bounds`` (``clip`` and ``grad_clip`` of the tuned DP-HMC) and nothing else."""
+    return {"algorithm": AUTO, "params": {k: bounds[k] for k in ("clip", "grad_clip") if k in bounds},
+            "source": "dpmcmc.auto (issue 35): only the per-record bounds declared; the start and "
+                      "every setting from public inputs", "starts": ["private"]}
 
 
 def cell_seed(*parts: Any) -> int:
@@ -93,8 +117,8 @@ def private_start(pre, chains: int, seed: int, algorithm: Optional[str] = None,
     """
     from ..samplers import ALGORITHMS
 
-    if algorithm is None:
-        return None
+    if algorithm is None or algorithm == AUTO:
+        return None  # auto draws its own start (the private Newton start)
     spec = ALGORITHMS[algorithm]
     if not spec.private or algorithm == "dp-barker":
         return None
@@ -183,9 +207,19 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     import dpmcmc
     from ..samplers import ALGORITHMS
 
-    spec = ALGORITHMS[algorithm]
     n = int(pre.data.shape[0])
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
+    if algorithm == AUTO:
+        # Plans its own run from public inputs (no iterations to cut in quick mode).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+            res = dpmcmc.sample(pre.model, pre.data, AUTO, epsilon=epsilon, delta=delta,
+                                chains=chains, key=jax.random.key(seed), progress=False,
+                                force=True, **params)
+        info.update(epsilon_spent=float(res.privacy.epsilon), iterations=int(res.samples.shape[1]),
+                    iterations_budget=int(res.plan.iterations), auto_mode=res.params["mode"])
+        return res, info
+    spec = ALGORITHMS[algorithm]
     if spec.private:
         acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
         start = "private" if isinstance(theta0, str) else "given"
@@ -259,4 +293,6 @@ def acceptance_columns(res) -> dict:
 
     if getattr(res, "released", None) is not None:
         return {"acceptance": float(np.mean(res.released.acceptance_rate))}
+    if res.diagnostics is None:  # independent draws (auto's approximation): no accept step
+        return {}
     return {"nonprivate_acceptance": float(np.mean(res.diagnostics.acceptance_rate))}
