@@ -50,6 +50,7 @@ fixed by the plan before any data value is read.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -214,6 +215,7 @@ class AutoConfig:
         return str(self.plan())
 
 
+@functools.lru_cache(maxsize=32)  # the plan and its run ask twice; AutoConfig is immutable
 def auto_config(n: int, dim: int, epsilon: float, delta: float, clip: Optional[float] = None,
                 grad_clip: Optional[float] = None, chains: int = 4, *,
                 chain: Optional[bool] = None) -> AutoConfig:
@@ -340,10 +342,15 @@ def config_of(request, n: int, dim: int) -> AutoConfig:
         raise ValueError("epsilon: algorithm 'auto' spends a budget; give epsilon > 0")
     if request.delta is None:
         raise ValueError("delta is required for the private algorithm 'auto'")
+    from .accounting._checks import check_positive
+
     p = request.params
+    bounds = {name: None if p.get(name) is None else check_positive(name, p[name], strict=True)
+              for name in ("clip", "grad_clip")}
     chain = p.get("chain")
-    return auto_config(n, dim, request.epsilon, request.delta, p.get("clip"), p.get("grad_clip"),
-                       request.chains, chain=None if chain is None else bool(chain))
+    return auto_config(n, dim, float(request.epsilon), float(request.delta), bounds["clip"],
+                       bounds["grad_clip"], request.chains,
+                       chain=None if chain is None else bool(chain))
 
 
 def make_auto_plan(request, n: int, model) -> Any:

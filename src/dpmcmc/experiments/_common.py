@@ -210,14 +210,17 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     n = int(pre.data.shape[0])
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
     if algorithm == AUTO:
-        # Plans its own run from public inputs (no iterations to cut in quick mode).
+        # Plans its own run from public inputs, with its defaults (issue 35: "private start,
+        # defaults"): the library's default number of chains, not the experiment's (with the
+        # thesis' 20 the budget buys no chain and the rule returns the start's approximation),
+        # no iterations to cut in quick mode.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
             res = dpmcmc.sample(pre.model, pre.data, AUTO, epsilon=epsilon, delta=delta,
-                                chains=chains, key=jax.random.key(seed), progress=False,
-                                force=True, **params)
+                                key=jax.random.key(seed), progress=False, force=True, **params)
         info.update(epsilon_spent=float(res.privacy.epsilon), iterations=int(res.samples.shape[1]),
-                    iterations_budget=int(res.plan.iterations), auto_mode=res.params["mode"])
+                    iterations_budget=int(res.plan.iterations), auto_mode=res.params["mode"],
+                    chains=int(res.samples.shape[0]))
         return res, info
     spec = ALGORITHMS[algorithm]
     if spec.private:
