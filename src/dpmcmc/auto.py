@@ -285,7 +285,11 @@ def auto_config(n: int, dim: int, epsilon: float, delta: float, clip: Optional[f
     if run_chain:
         mode, mu_start = "chain", START_SHARE * mu_total
         reasons = (f"chain: {chains} chain(s) × {k} iterations of DP-SGLD in the coordinates "
-                   f"whitened by the private start (Langevin time {time:.3g} per chain)",)
+                   f"whitened by the private start (Langevin time {time:.3g} per chain; batch "
+                   f"{sampler['batch_size']}, step {sampler['step_size']:g}, noise multiplier "
+                   f"{sampler['noise_multiplier']:.3g}, gradient clip {KAPPA:g} × the start's "
+                   "last clip ÷ √n), each chain from an independent draw of the start's "
+                   "approximation",)
     else:
         mode, mu_start, k = "approximation", mu_total, 0
         why = ("forced" if chain is False else
