@@ -479,5 +479,15 @@ def sample_auto(request, model, data, _on_chunk=None):
     rp = dataclasses.replace(rp, key=k_chain, secret=secret, noise_keys=())
     chain = api.package(rp, api.run(rp, _on_chunk=_on_chunk))
     params.update(grad_clip_whitened=grad_clip_z, langevin_noise=langevin)
-    return Result(samples=to_theta(zmodel, chain.samples), diagnostics=chain.diagnostics,
-                  params=params, released=chain.released, **common)
+    samples = to_theta(zmodel, chain.samples)
+    if not np.all(np.isfinite(samples)):
+        # The draws are released values: checking them is post-processing. Seen where the
+        # start's curvature (outer products of the per-record gradients) misses most of the
+        # posterior's (per-record gradients nearly collinear, as in a narrow banana): the
+        # whitening stretches that direction and the whitened step is unstable (docs/auto.md).
+        warnings.warn(_plan.PlanWarning(
+            "auto: the chain diverged (non-finite draws): the start's curvature, estimated from "
+            "the outer products of the per-record gradients, misses the posterior's along some "
+            "direction. Use the approximation (chain=False) or a tuned sampler."), stacklevel=3)
+    return Result(samples=samples, diagnostics=chain.diagnostics, params=params,
+                  released=chain.released, **common)
