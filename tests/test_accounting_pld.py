@@ -575,3 +575,53 @@ def test_against_prv_accountant():
             relation, sigma = "add-remove", prv_sigma
         ours = subsampled_gaussian_delta(sigma, q, k, eps, relation)
         assert lower <= ours <= upper * (1 + REL_HIGH), (relation, lower, ours, upper)
+
+
+# ------------------------------------------------------------------ a Gaussian start composed in
+@pytest.mark.parametrize("sigma, k, eps, init_mu", [(3.0, 20, 1.0, 0.3), (1.5, 5, 2.0, 0.05)])
+def test_full_batch_with_gaussian_start_is_the_gaussian_sum(sigma, k, eps, init_mu):
+    # q = 1 under substitute: k releases of N(2, σ²) vs N(0, σ²) (μ = 2/σ² each) and the start's
+    # μ compose μ-additively; the composed PLD is an upper bound within the accuracy promise.
+    exact = float(_mp_gaussian_delta(math.sqrt(2.0 * (2.0 * k / sigma ** 2 + init_mu)), eps))
+    got = subsampled_gaussian_delta(sigma, 1.0, k, eps, init_mu=init_mu)
+    assert exact * (1 - ROUNDOFF) <= got <= exact * (1 + REL_HIGH)
+
+
+def test_gaussian_start_is_the_convolution_of_the_profiles():
+    # δ of the composition is E[δ_sub(ε − L)] with L ~ N(μ, 2μ) the Gaussian's privacy loss
+    # (independent under P); computed here by quadrature over the subsampled PLD's own profile
+    # Σ_l p(l)(1 − e^{ε' − l})₊ + p(∞), written out since ε' = ε − L may be negative.
+    from dpmcmc.accounting.pld import gaussian_pld
+
+    sigma, q, k, eps, mu = 2.0, 0.1, 30, 1.5, 0.2
+    sub = subsampled_gaussian_pld(sigma / 2.0, q, k, pair="symmetric")
+    z, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / math.sqrt(2 * math.pi)
+    losses = sub.losses
+
+    def profile(e):
+        return float(np.sum(sub.probs * np.maximum(-np.expm1(e - losses), 0.0))) + sub.infinity_mass
+
+    ref = sum(wi * profile(eps - (mu + math.sqrt(2 * mu) * zi)) for zi, wi in zip(z, w))
+    got = subsampled_gaussian_delta(sigma, q, k, eps, init_mu=mu)
+    assert ref * (1 - 1e-3) <= got <= ref * (1 + REL_HIGH)
+    assert got > subsampled_gaussian_delta(sigma, q, k, eps)
+    # The Gaussian's own PLD, alone, is its closed form.
+    g = gaussian_pld(mu, sub.grid_step)
+    exact = float(_mp_gaussian_delta(math.sqrt(2 * mu), eps))
+    assert exact * (1 - ROUNDOFF) <= g.get_delta(eps) <= exact * (1 + REL_HIGH)
+
+
+def test_subsampled_budget_pays_for_a_gaussian_start():
+    from dpmcmc import accounting
+
+    kw = dict(noise_multiplier=2.0, batch_size=100)
+    n, eps, delta, mu = 1000, 3.0, 1e-5, 0.1
+    k0 = accounting.max_iterations("dp-sgld", eps, delta, n, **kw)
+    k = accounting.max_iterations("dp-sgld", eps, delta, n, init_mu=mu, **kw)
+    assert 1 <= k < k0
+    assert accounting.spent("dp-sgld", k, delta, n, init_mu=mu, **kw).epsilon <= eps
+    assert accounting.spent("dp-sgld", k + 1, delta, n, init_mu=mu, **kw).epsilon > eps
+    report = accounting.spent("dp-sgld", k, delta, n, init_mu=mu, init_steps=7, **kw)
+    (start,) = [m for m in report.mechanisms if m.get("per_iteration") == 0]
+    assert start["total_mu"] == mu and start["count"] == 7

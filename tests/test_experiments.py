@@ -95,7 +95,9 @@ def _check_sampling_table(d, name):
     private = df[(df.start == "private") & df.epsilon.notna()]
     # Every private run states the ε it spent, within its budget.
     assert (private.epsilon_spent <= private.epsilon * (1 + 1e-9)).all()
-    assert (df.iterations <= cfg["max_iterations"]).all()
+    # auto plans its own run (quick mode does not cut it; its approximation's "iterations" are
+    # draws per chain): its line is checked by tests/test_auto.py.
+    assert (df[df.algorithm != "auto"].iterations <= cfg["max_iterations"]).all()
     assert np.isfinite(df.mmd).all()
 
 

@@ -230,6 +230,25 @@ def test_private_start_program():
                         jax.random.key(0), data, jnp.zeros(2)), "private start")
 
 
+def test_private_newton_round_program():
+    """auto's start (dpmcmc.samplers.private_newton): one round's program, its linear algebra
+    (eigh, inv, solve of the curvature) through dpmcmc.linalg, and the approximation's draws."""
+    from dpmcmc.records.layout import prepare_data
+    from dpmcmc.kernels.mechanisms import DEFAULT_NOISE
+    from dpmcmc.samplers.private_newton import NewtonFit, _round, newton_plan, start_draws
+
+    model, data = gaussian_model("pool-newton"), jnp.asarray(gaussian_data(24))
+    sigmas = jnp.asarray(newton_plan(24, 2, 1.0, 1.0, rounds=1).sigmas()[0])
+    with jax.enable_x64(True):
+        prepared = prepare_data(data, model=model)
+    _assert_safe(_jaxpr(lambda k, th, w: _round(model, prepared, 24, 0.95, k, th, w, 1.0, sigmas,
+                                                DEFAULT_NOISE),
+                        jax.random.key(0), jnp.zeros(2), jnp.eye(2)), "private Newton round")
+    fit = NewtonFit(jnp.zeros(2), jnp.eye(2), jnp.eye(2), None, None, None, None)
+    _assert_safe(_jaxpr(lambda k: start_draws(k, fit, 8), jax.random.key(0)),
+                 "approximation draws")
+
+
 def test_gaussian_exact_posterior():
     from dpmcmc.models import gaussian
 

@@ -14,8 +14,10 @@ DATA = np.clip(np.random.default_rng(0).normal(TRUTH, 1.0, size=(N, DIM)), -8, 8
 POST_MEAN = DATA.sum(0) / (N + 0.01)
 POST_SD = 1 / np.sqrt(N + 0.01)
 # Tiny data with a far-off clip: the chains barely move, which these tests do not need (force).
+# A proposal short enough that the plan says the chains can move (no PlanWarning to assert):
+# the tests are about the start, which stays where it landed either way.
 RUN = dict(epsilon=4.0, delta=1e-6, progress=False, force=True, tau=0.5, clip=20.0,
-           proposal_std=0.003)
+           proposal_std=0.0005)
 
 
 def _model():
@@ -79,8 +81,6 @@ def test_the_start_reads_the_data_only_through_the_released_sums():
     (dict(init_share=1.0), ValueError, "init_share"),
     (dict(init_steps=0), ValueError, "init_steps"),
     (dict(theta0="prior"), ValueError, "theta0"),
-    (dict(algorithm="dp-sgld", noise_multiplier=2.0, batch_size=100, grad_clip=20.0, step_size=1e-5),
-     ValueError, "accountant='rdp'"),
     (dict(algorithm="dp-barker", batch_size=100, proposal_std=0.01), ValueError, "gradient bound"),
 ])
 def test_bad_private_init_arguments_are_named_before_any_data(kwargs, exc, name):
@@ -121,13 +121,13 @@ def test_default_start_is_private_exactly_where_it_applies():
     # theta0=None starts privately when the budget sets the run length and the accountant
     # composes the start; elsewhere prior draws. All decided from public inputs (dpmcmc.plan).
     m = _model()
-    pen = dict(tau=0.5, clip=20.0, proposal_std=0.003)
+    pen = {k: RUN[k] for k in ("tau", "clip", "proposal_std")}
     sgld = dict(step_size=1e-5, batch_size=100, noise_multiplier=2.0, grad_clip=20.0)
     start = lambda alg, **kw: dpmcmc.plan(m, N, alg, delta=1e-6, chains=2, **kw).start  # noqa: E731
     assert start("dp-penalty", epsilon=4.0, **pen).startswith("private")
     assert start("dp-penalty", iterations=50, **pen).startswith("data-independent")
     assert start("dp-penalty", epsilon=4.0, theta0=np.zeros(DIM), **pen) == "given by the user"
-    assert start("dp-sgld", epsilon=4.0, **sgld).startswith("data-independent")   # PLD: not composed
+    assert start("dp-sgld", epsilon=4.0, **sgld).startswith("private")   # PLD composes it too
     assert start("dp-sgld", epsilon=4.0, accountant="rdp", **sgld).startswith("private")
     assert start("dp-barker", epsilon=4.0, batch_size=100, proposal_std=0.01).startswith("data-independent")
     # A budget that pays for an iteration but not also for the start: prior draws, not an error

@@ -483,3 +483,23 @@ def test_sample_end_to_end(algorithm, extra):
     sd = np.sqrt(np.diag(np.linalg.inv(prec)))
     late = res.samples[:, k // 2:, :].reshape(-1, 2)
     assert np.all(np.abs(late.mean(axis=0) - mean) < 1.0 * sd)
+
+
+def test_langevin_noise_share_plus_privacy_noise_is_the_step_variance():
+    # A flat likelihood and prior: one step from θ = 0 moves by √(aη) z plus the privacy noise
+    # (η/2)(n/b) σ_m C per coordinate, the quantity dpmcmc.auto sets a from. 4000 independent
+    # steps; the variance's 99.9 % chi-square band (false alarm 1e-3 per coordinate).
+    flat = dpmcmc.Model(lambda t, x: 0.0 * jnp.sum(t * x), lambda t: 0.0 * jnp.sum(t), dim=2)
+    n, b, eta, sm, clip, a = 1000, 100, 0.04, 0.5, 0.2, 0.3
+    kern = build_dp_sgld(flat, eta, b, sm, clip, langevin_noise=a)
+    data = jnp.ones((n, 2))
+    with jax.enable_x64(True):
+        state = kern.init(jnp.zeros(2), data)
+        step = jax.jit(jax.vmap(lambda k: kern.step(k, state, data)[0].position))
+        moves = np.asarray(step(jax.random.split(jax.random.key(0), 4000)))
+    want = a * eta + (0.5 * eta * n / b * sm * clip) ** 2
+    lo, hi = scipy.stats.chi2.ppf([5e-4, 1 - 5e-4], 4000) / 4000
+    assert np.all((moves.var(axis=0) > lo * want) & (moves.var(axis=0) < hi * want))
+    with pytest.raises(ValueError, match="langevin_noise"):
+        ALGORITHMS["dp-sgld"].prepare(dict(step_size=eta, batch_size=b, noise_multiplier=sm,
+                                           grad_clip=clip, langevin_noise=0.0), flat, n)

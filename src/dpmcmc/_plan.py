@@ -157,14 +157,18 @@ class PlanRefused(ValueError):
 class PrivateStart(NamedTuple):
     """The private initialisation a plan makes before the iterations (public inputs only).
 
-    ``share`` of the budget's μ = gaussian_mu(ε, δ), i.e. ``mu``, spent on ``steps`` clipped
-    gradient sums of per-record bound ``bound`` (:mod:`dpmcmc.samplers.private_init`).
+    ``share`` of the budget's μ = gaussian_mu(ε, δ), i.e. ``mu``, spent on ``steps`` releases
+    with per-record bound ``bound``: clipped gradient sums (``method="gradient"``,
+    :mod:`dpmcmc.samplers.private_init`), or the private Newton start of ``algorithm="auto"``
+    (``method="newton"``, :mod:`dpmcmc.samplers.private_newton`: ``bound`` is the unit of its
+    first histogram, later clips follow released histograms).
     """
 
     share: float
     mu: float
     bound: float
     steps: int
+    method: str = "gradient"
 
 
 #: ε above which a plan warns that the guarantee protects little: an adversary's odds about a
@@ -287,7 +291,12 @@ def make_plan(request, n: int, model: Any, resume: Any = None) -> Plan:
         The budget does not pay for one iteration.
     """
     from .accounting._checks import check_int
+    from .auto import AUTO
 
+    if request.algorithm == AUTO:
+        # The rule of algorithm="auto" (dpmcmc.auto): a private Newton start and DP-SGLD's card
+        # in the coordinates it whitens, or the start's approximation, from public inputs only.
+        return _auto_plan(request, n, model)
     spec = request.spec
     n = check_int("n", n, minimum=1)
     prepared = spec.prepare(dict(request.params), model, n)
@@ -377,6 +386,33 @@ def _one_shot_plan(request, spec, prepared: dict, n: int, model: Any) -> Plan:
                 secure=request.secure is not None, private_start=None, report=report)
 
 
+def _auto_plan(request, n: int, model: Any) -> Plan:
+    """The plan of ``algorithm="auto"`` (:mod:`dpmcmc.auto`'s rule, public inputs only): the
+    checks every private plan makes, then the rule's start, chain (or approximation) and
+    report."""
+    from .accounting._checks import check_int
+    from .auto import AUTO, config_of
+
+    n = check_int("n", n, minimum=1)
+    check_delta(request.delta, n, request.force)
+    cfg = config_of(request, n, model.dim)
+    report = cfg.report()
+    start = (f"private Newton start ({cfg.start.steps} rounds of released whitened gradient "
+             f"statistics, μ = {cfg.start.mu_total:.3g} of {cfg.mu_total:.3g})")
+    private_start = PrivateStart(cfg.start.mu_total / cfg.mu_total, cfg.start.mu_total,
+                                 cfg.scale, len(cfg.start.releases()), method="newton")
+    # No noise line: the chain's privacy noise is part of its diffusion by construction
+    # (dpmcmc.auto's docstring); only the plan-wide warnings (a large ε) apply.
+    warns, blocking = _warnings(cfg.iterations, (), cfg.chains, from_budget=False,
+                                epsilon=cfg.epsilon)
+    return Plan(algorithm=AUTO, n=cfg.n, dim=cfg.dim, chains=cfg.chains, epsilon=cfg.epsilon,
+                delta=cfg.delta, accountant=report.accountant, relation=report.relation,
+                iterations=cfg.iterations, warmup=0, epsilon_spent=float(report.epsilon),
+                params=cfg.params(), noise=(), warnings=warns, blocking=blocking,
+                notes=cfg.reasons, start=start, secure=request.secure is not None,
+                private_start=private_start, report=report)
+
+
 def check_delta(delta: Optional[float], n: int, force: bool) -> None:
     """Refuse δ ≥ 1/n unless ``force``: a mechanism that publishes one random record outright
     meets (ε, δ) with δ = 1/n, so such a δ protects no one."""
@@ -423,14 +459,15 @@ def _start_bound(spec, prepared: dict) -> Optional[float]:
     return None if bound is None else float(bound)
 
 
-def _composes_start(spec, prepared: dict, accountant) -> bool:
-    """Whether the accountant composes a Gaussian start with the sampler's releases: always
-    for full-data Gaussian releases, under RDP/zCDP for the others."""
-    from .accounting import GAUSSIAN, supported_accountants
+def _composes_start(spec, prepared: dict) -> bool:
+    """Whether the accountant composes a Gaussian start with the sampler's releases: every
+    accountant of the samplers with Gaussian releases does — μ-additively for the full-data
+    ones, through the Gaussian's PLD for the subsampled ones
+    (:func:`dpmcmc.accounting.pld.gaussian_pld`), as one more curve under RDP. Not DP Barker
+    (its test is not a Gaussian release; it has no per-record gradient bound either)."""
+    from .accounting import BARKER
 
-    acc = accountant or supported_accountants(spec.name)[0]
-    kinds = {r.kind for r in spec.events(10**6, prepared)}
-    return kinds == {GAUSSIAN} or acc in ("rdp", "rdp-direct", "zcdp")
+    return all(r.kind != BARKER for r in spec.events(10**6, prepared))
 
 
 def _account_start(request, spec, prepared: dict, n: int):
@@ -453,7 +490,7 @@ def _account_start(request, spec, prepared: dict, n: int):
             raise ValueError(f"theta0='private' needs a per-record gradient bound (grad_clip or "
                              f"clip); {spec.name!r} has none: pass theta0")
     default = (request.theta0 is None and request.epsilon is not None and request.iterations is None
-               and bound is not None and _composes_start(spec, prepared, request.accountant))
+               and bound is not None and _composes_start(spec, prepared))
     if asked or default:
         from .accounting import gaussian_mu
 

@@ -24,6 +24,7 @@ from .runtime import checkpoint as _checkpoint
 from .runtime.checkpoint import CheckpointError, SavedRun
 from ._keys import OS_ENTROPY
 from ._plan import make_plan, refuse_if_blocked
+from .auto import AUTO
 from .models.base import Model, check_model
 from .request import Request
 from .result import NonPrivateDiagnostics, ReleasedStatistics, Result
@@ -164,6 +165,15 @@ def sample(
         One of ``dpmcmc.samplers.ALGORITHMS`` (this list is built from the registry):
 
 @ALGORITHM_LIST@
+        - ``"auto"``: private, no hand tuning, for any differentiable model with a declared
+          per-record gradient bound (``grad_clip``, or ``clip``): a private Newton start, then
+          DP-SGLD in the coordinates its released curvature whitens, or — where the budget buys
+          no chain that mixes, said in the plan — the start's noise-aware Gaussian
+          approximation, labelled ``params["mode"] == "approximation"`` (:mod:`dpmcmc.auto`,
+          docs/auto.md). It plans ``iterations``, ``accountant``, ``theta0``, ``warmup`` and
+          the rest itself (refused by name when given); its parameters are ``grad_clip`` /
+          ``clip``, ``chain`` (``True``/``False`` force a chain or the approximation) and
+          ``draws`` (approximation: draws per chain, default 1000).
     epsilon, delta : float
         The total budget for all chains together. With ``iterations=None`` the accountant sets
         the run length to the largest number of iterations per chain the budget buys. With
@@ -185,8 +195,9 @@ def sample(
         ``init_steps`` clipped gradient sums (bound: the sampler's ``grad_clip``, else ``clip``)
         and starts the chains near the posterior mode; the report lists it as its own mechanism
         and the iterations get the rest (in secure mode its noise comes from the run's secret
-        too). Needs ``epsilon`` and a per-record gradient bound (not DP Barker); the subsampled
-        samplers need ``accountant="rdp"``. Default (``None``): the private
+        too). Needs ``epsilon`` and a per-record gradient bound (not DP Barker); every
+        accountant composes it (the subsampled samplers' PLD through the Gaussian's PLD,
+        :func:`dpmcmc.accounting.pld.gaussian_pld`). Default (``None``): the private
         start wherever it applies and the budget sets the run length (``epsilon`` given,
         ``iterations`` not; see ``dpmcmc.plan``) and the budget can pay
         for it and one iteration, in plain and secure mode alike; otherwise independent draws
@@ -295,6 +306,10 @@ def sample(
         secure=secure, force=force, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         mesh=mesh, ledger=ledger, init_share=init_share, init_steps=init_steps, warmup=warmup,
         **params)
+    if request.algorithm == AUTO:
+        # The start, then DP-SGLD's card in the coordinates it whitens or the start's
+        # approximation (dpmcmc.auto), planned by the same planner (make_plan).
+        return _sample_auto(request, model, data, _on_chunk=_on_chunk)
     run_plan = prepare(request, model, data)
     return package(run_plan, run(run_plan, _on_chunk=_on_chunk))
 
@@ -726,3 +741,129 @@ def _algorithm_list() -> str:
 
 if sample.__doc__:
     sample.__doc__ = sample.__doc__.replace("@ALGORITHM_LIST@", _algorithm_list())
+
+
+# ------------------------------------------------------------------------------ algorithm="auto"
+
+def _sample_auto(request, model, data, _on_chunk=None):
+    """``dpmcmc.sample(model, data, "auto", ...)``: the module docstring's run.
+
+    Parameters
+    ----------
+    request : dpmcmc.request.Request
+        ``algorithm == "auto"``, validated (:func:`check_request`): ``epsilon``, ``delta``,
+        ``chains``, ``key``, ``progress``, ``secure``, ``force``, ``ledger`` and the parameters
+        ``grad_clip`` (or ``clip``), ``chain``, ``draws`` (approximation mode: draws per chain).
+    model : Model
+    data : array (n, ...)
+    _on_chunk : callable, optional
+        :func:`dpmcmc.sample`'s testing hook, passed to the chain's driver.
+
+    Returns
+    -------
+    Result
+        ``algorithm == "auto"``; ``params["mode"]`` says whether the draws are a chain's or the
+        approximation's; ``plan`` is the one planner's plan (``_plan._auto_plan``).
+    """
+    import dataclasses
+    import warnings
+
+    import jax
+    import jax.numpy as jnp
+
+    from ._keys import run_secrets, warn_reusable_key
+    from .auto import (APPROXIMATION_DRAWS, AUTO_CARD, KAPPA, MIN_LANGEVIN, SAMPLING_RATIO,
+                       config_of, expected_clip)
+    from .kernels.mechanisms import NoiseSource
+    from .models.base import check_model
+    from .models.reparam import affine, to_theta
+    from .samplers.private_init import public_point
+    from .samplers.private_newton import private_newton, start_draws
+
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a dpmcmc.Model, got {type(model).__name__}")
+    # Type, shape and dtype only: no data value decides anything here (docs/nonfinite.md).
+    arr = validate_data(data, finite=False)
+    check_model(model, arr.shape, arr.dtype, gradients=True)
+    n = int(arr.shape[0])
+    plan = _plan.make_plan(request, n, model)
+    cfg = config_of(request, n, model.dim)
+    _plan.refuse_if_blocked(plan, request.force)
+    run_key, secret, noise_keys = run_secrets(request.key, request.secure)
+    if noise_keys:
+        warn_reusable_key("secure" if request.secure is not None else "key", stacklevel=4,
+                          ledger=request.ledger)
+    _plan.warn(plan, stacklevel=4)
+    if request.ledger is not None:
+        # Charged before the first release: once noise is drawn on the data it is spent.
+        request.ledger.charge(plan.report, keys=noise_keys,
+                              label=f"dpmcmc.sample auto ({cfg.mode}) on model {model.name!r}")
+    k_point, k_start, k_draw, k_chain = jax.random.split(run_key, 4)
+    noise = None if secret is None else NoiseSource(jnp.asarray(secret, dtype=jnp.uint32))
+    candidates = (_default_theta0(model, k_point, 64) if model.sample_prior is not None
+                  else None)
+    point = public_point(model, candidates)
+    fit = private_newton(k_start, model, arr, point, cfg.start, noise=noise)
+    if not np.all(np.isfinite(np.asarray(fit.start_cov))):
+        # A function of released values only: safe to report.
+        raise ValueError("the private Newton start ended at a non-finite point (the log-prior's "
+                         "gradient or curvature?)")
+    params = dict(cfg.params(), mean=np.asarray(fit.mean).tolist())
+    common = dict(privacy=plan.report, algorithm=AUTO, model_name=model.name,
+                  param_names=model.param_names, secure=secret is not None, plan=plan)
+    if cfg.mode == "approximation":
+        draws = int(request.params.get("draws", APPROXIMATION_DRAWS))
+        with jax.enable_x64(True):
+            out = np.asarray(start_draws(k_draw, fit, request.chains * draws))
+        return Result(samples=out.reshape(request.chains, draws, model.dim), diagnostics=None,
+                      params=params, **common)
+    # The chain, in the coordinates whitened by the approximation (post-processing).
+    clip_w = float(fit.clips[-1][-1])
+    chol = np.linalg.cholesky(np.linalg.inv(np.asarray(fit.precision, dtype=np.float64)))
+    zmodel = affine(model, np.asarray(fit.mean), chol)
+    with jax.enable_x64(True):
+        starts = np.asarray(start_draws(k_draw, fit, request.chains))
+    z0 = np.linalg.solve(chol, (starts - np.asarray(fit.mean)).T).T
+    grad_clip_z = KAPPA * clip_w / math.sqrt(n)
+    # The privacy noise per step, (η/2)(nT/b) σ_m C_z per coordinate, is part of the diffusion:
+    # the move draws the rest (post-processing of the released clip).
+    s = cfg.sampler
+    eta = s["step_size"]
+    priv = (0.5 * eta * n * model.temperature / s["batch_size"] * s["noise_multiplier"]
+            * grad_clip_z) ** 2 / eta
+    langevin = float(min(1.0, max(MIN_LANGEVIN, 1.0 - priv - SAMPLING_RATIO)))
+    heat = langevin + priv + SAMPLING_RATIO
+    if heat > 1.0 + 1e-9:
+        # The start's clip came out larger than the rule expected: more privacy noise per step
+        # than the diffusion has room for. Said in the plan's words (from released values).
+        warnings.warn(_plan.PlanWarning(
+            f"auto: the start's clip of the whitened gradients ({clip_w:.3g}) is above the "
+            f"expected {expected_clip(model.dim):.3g}: the chain's privacy noise per step is "
+            f"{priv:.3g} of the Langevin noise's variance, and it samples a posterior about "
+            f"{math.sqrt(heat):.3g}× too wide"), stacklevel=3)
+    # The chain is DP-SGLD's card on the whitened model; its releases are the ones the plan's
+    # report composed with the start (the same noise multiplier, batch and run length).
+    inner = Request.create(AUTO_CARD, iterations=cfg.iterations, delta=request.delta,
+                           chains=request.chains, theta0=z0, progress=request.progress,
+                           force=request.force, grad_clip=grad_clip_z, langevin_noise=langevin,
+                           **s)
+    with warnings.catch_warnings():
+        # Its plan's noise line ignores the noise correction (langevin_noise); the check above
+        # is the one that applies.
+        warnings.simplefilter("ignore", _plan.PlanWarning)
+        rp = prepare(inner, zmodel, arr)
+    rp = dataclasses.replace(rp, key=k_chain, secret=secret, noise_keys=())
+    chain = package(rp, run(rp, _on_chunk=_on_chunk))
+    params.update(grad_clip_whitened=grad_clip_z, langevin_noise=langevin)
+    samples = to_theta(zmodel, chain.samples)
+    if not np.all(np.isfinite(samples)):
+        # The draws are released values: checking them is post-processing. Seen where the
+        # start's curvature (outer products of the per-record gradients) misses most of the
+        # posterior's (per-record gradients nearly collinear, as in a narrow banana): the
+        # whitening stretches that direction and the whitened step is unstable (docs/auto.md).
+        warnings.warn(_plan.PlanWarning(
+            "auto: the chain diverged (non-finite draws): the start's curvature, estimated from "
+            "the outer products of the per-record gradients, misses the posterior's along some "
+            "direction. Use the approximation (chain=False) or a tuned sampler."), stacklevel=3)
+    return Result(samples=samples, diagnostics=chain.diagnostics, params=params,
+                  released=chain.released, **common)

@@ -25,7 +25,8 @@ class Request:
     Attributes
     ----------
     algorithm : str
-        A name in ``dpmcmc.samplers.ALGORITHMS``.
+        A name in ``dpmcmc.samplers.ALGORITHMS``, or ``"auto"`` (:mod:`dpmcmc.auto`: the
+        planner picks the settings from public inputs).
     params : Mapping
         The algorithm's own parameters as given (``SPEC.prepare`` fills defaults at plan time,
         when n and the model are known).
@@ -98,9 +99,18 @@ class Request:
         from .ledger import open_ledger
         from .samplers import ALGORITHMS
 
-        if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
-        spec = ALGORITHMS[algorithm]
+        from .auto import AUTO, AUTO_CARD, check_request
+
+        if algorithm == AUTO:
+            # The rule plans these itself (dpmcmc.auto): refused by name when given.
+            check_request(dict(iterations=iterations, accountant=accountant, relation=relation,
+                               theta0=theta0, checkpoint=checkpoint,
+                               checkpoint_every=checkpoint_every, mesh=mesh, warmup=warmup,
+                               init_share=init_share, init_steps=init_steps), params)
+        elif not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {sorted([*ALGORITHMS, AUTO])}, got "
+                             f"{algorithm!r}")
+        spec = ALGORITHMS[AUTO_CARD if algorithm == AUTO else algorithm]
         chains = check_int("chains", chains, minimum=1)
         for name, value in (("progress", progress), ("force", force)):
             if not isinstance(value, (bool, np.bool_)):
@@ -141,10 +151,12 @@ class Request:
 
     @property
     def spec(self):
-        """The algorithm's card (``dpmcmc.samplers.ALGORITHMS[algorithm]``)."""
+        """The algorithm's card (``dpmcmc.samplers.ALGORITHMS[algorithm]``; for ``"auto"`` the
+        card of the chain it runs, DP-SGLD's, :data:`dpmcmc.auto.AUTO_CARD`)."""
+        from .auto import AUTO, AUTO_CARD
         from .samplers import ALGORITHMS
 
-        return ALGORITHMS[self.algorithm]
+        return ALGORITHMS[AUTO_CARD if self.algorithm == AUTO else self.algorithm]
 
     @property
     def private_start_asked(self) -> bool:

@@ -46,7 +46,7 @@ _COVERED = (
 
 #: Algorithms whose draws are independent post-processing draws from a posterior built on a
 #: fixed set of releases: their PrivacyReport's ``iterations`` counts release rounds.
-POST_PROCESSING_DRAWS = frozenset({"noise-aware-glm"})
+POST_PROCESSING_DRAWS = frozenset({"noise-aware-glm", "auto-approximation"})
 
 
 def import_arviz():

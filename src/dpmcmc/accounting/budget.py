@@ -340,7 +340,7 @@ class _Accounting:
             return gaussian_epsilon(mu, delta), {"total_mu": mu}
         s = self.sub
         eps = _pld.subsampled_gaussian_epsilon(s.sigma, s.q, total * s.per_iteration, delta,
-                                               relation=self.relation)
+                                               relation=self.relation, init_mu=self.init_mu)
         return float(eps), {}
 
     def excess(self, total: int, epsilon: float, delta: float) -> float:
@@ -353,7 +353,7 @@ class _Accounting:
                 return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
             s = self.sub
             d = float(_pld.subsampled_gaussian_delta(s.sigma, s.q, total * s.per_iteration, epsilon,
-                                                     relation=self.relation))
+                                                     relation=self.relation, init_mu=self.init_mu))
             return (math.log(d) if d > 0 else -math.inf) - math.log(delta)
         eps, _ = self.epsilon(total, delta)
         return math.log(eps / epsilon)
@@ -378,7 +378,7 @@ class _Accounting:
         s = self.sub
         orders = default_orders()
         lower = self._rdp_guess(epsilon, delta, chains, orders, s.per_iteration * s.rdp(orders))
-        mu_star = gaussian_mu(epsilon, delta)
+        mu_star = max(gaussian_mu(epsilon, delta) - self.init_mu, 1e-300)
         inv_s2 = min(1.0 / (s.sigma * s.sigma), 175.0)
         chi2 = 4.0 * math.sinh(inv_s2) if self.relation == "substitute-legacy" else math.expm1(4.0 * inv_s2)
         rate = s.q * s.q * chi2 / 2.0
@@ -389,6 +389,8 @@ class _Accounting:
         orders = self.orders if orders is None else orders
         curve = self.curve if curve is None else curve
         room = epsilon - conversion_offset(orders, delta, improved=self.accountant == "rdp-direct")
+        if self.init_mu:
+            room = room - gaussian_rdp(orders, self.init_mu)
         ks = np.floor(room / (chains * curve))
         best = float(np.max(ks))
         return int(best) if best >= 1 else 1
@@ -465,9 +467,10 @@ def _check_init_mu(init_mu, accountant: str, rels) -> float:
                            and init_mu == 0):
         return 0.0
     init_mu = check_positive("init_mu", init_mu)
-    if accountant == "pld" and any(r.kind not in (GAUSSIAN, PURE) for r in rels):
-        raise ValueError("init_mu: a private initialisation composes with the subsampled samplers "
-                         "under accountant='rdp' (or 'rdp-direct'), not 'pld'")
+    if any(r.kind == BARKER for r in rels):
+        # The Barker test's RDP curve would compose with it; no start applies there (it has no
+        # per-record gradient bound), so none is accounted.
+        raise ValueError("init_mu: DP Barker takes no private initialisation")
     return init_mu
 
 
@@ -540,8 +543,9 @@ def max_iterations(
     init_mu : float, optional
         Keyword only. μ (= Δ²/(2σ²), summed) of full-data Gaussian releases made once before
         the chains start — the private initialisation of ``dpmcmc.sample`` — composed with the
-        iterations by the same accountant. Not available for the subsampled Gaussian samplers
-        under ``accountant="pld"`` (use ``"rdp"``).
+        iterations by the same accountant: μ-additively for the full-data samplers, as one more
+        curve under RDP, and under the subsampled samplers' PLD as the Gaussian's PLD convolved
+        with theirs (:func:`dpmcmc.accounting.pld.gaussian_pld`). Not for DP Barker.
     **params
         The algorithm's privacy parameters.
 

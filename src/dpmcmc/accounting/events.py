@@ -11,6 +11,8 @@ standard deviation divided by ``bound``, and ``ReleaseEvent.mu = Δ²/(2σ²) = 
 
 * :func:`gaussian_release`: a full-data Gaussian mechanism with noise parameter τ (thesis
   convention, 001 §4.2): σ = 2 τ √n · bound, hence μ = 1/(2 τ² n).
+* :func:`gaussian_release_mu`: a full-data Gaussian mechanism of a given cost μ (the private
+  Newton start's releases, whose budget is split by μ): σ = √(2/μ) · bound.
 * :func:`subsampled_gaussian_release`: a Gaussian mechanism on a batch of ``batch_size`` of the
   ``n`` records drawn without replacement, σ given in the units above.
 * :func:`barker_release`: the DP Barker test (002 Thm 2): fixed total noise variance
@@ -42,6 +44,7 @@ __all__ = [
     "ReleaseEvent",
     "ReleaseSpec",
     "gaussian_release",
+    "gaussian_release_mu",
     "subsampled_gaussian_release",
     "barker_release",
     "pure_release",
@@ -193,6 +196,19 @@ def gaussian_release(name: str, per_iteration: int, tau: float, n: int,
         mu = math.inf
     return ReleaseEvent(name, GAUSSIAN, per_iteration, sigma=2.0 * tau * math.sqrt(n), mu=mu,
                    source=(param, tau))
+
+
+def gaussian_release_mu(name: str, mu: float, param: str = "init_share") -> ReleaseEvent:
+    """A full-data Gaussian release that costs ``mu``: σ = √(2/μ) per unit bound.
+
+    Sensitivity 2 × bound and noise sd √(2/μ) × bound give Δ²/(2σ²) = μ exactly; ``param``
+    names the argument that set the budget (named if the accountant refuses it).
+    """
+    try:
+        sigma = math.sqrt(2.0 / mu)
+    except ZeroDivisionError:  # μ = 0: infinite noise, refused by the accountant
+        sigma = math.inf
+    return ReleaseEvent(name, GAUSSIAN, 1, sigma=sigma, mu=float(mu), source=(param, mu))
 
 
 def subsampled_gaussian_release(name: str, sigma: float, batch_size: int, n: int, param: str,

@@ -125,6 +125,7 @@ __all__ = [
     "PrivacyLossDistribution",
     "default_grid_step",
     "subsampled_gaussian_pld",
+    "gaussian_pld",
     "subsampled_gaussian_delta",
     "subsampled_gaussian_epsilon",
 ]
@@ -758,8 +759,32 @@ def subsampled_gaussian_pld(sigma: float, q: float, k: int = 1, *, pair: str,
     return _pair_step_pld(sigma, q, pair, h).self_compose(k)
 
 
+def gaussian_pld(mu: float, grid_step: float) -> PrivacyLossDistribution:
+    """Pessimistic PLD of a full-data Gaussian mechanism of cost ``mu`` on the grid ``h Z``.
+
+    ``mu`` in the units of :mod:`dpmcmc.accounting.gaussian` (μ = Δ²/(2σ²), additive over
+    releases): the pair ``N(Δ, σ²)`` vs ``N(0, σ²)``, whose privacy loss is ``N(μ, 2μ)`` under
+    the first. It is symmetric (swapping the data sets mirrors it), so it dominates both orders
+    of every step: composed with a PLD that does too (the ``"symmetric"`` pair of the
+    substitute relation, or either order of add-remove), the result bounds the adaptive
+    composition (Zhu, Dong & Wang 2022, Thm 10). It is the ``"remove"`` pair at ``q = 1``
+    (``N(1, s²)`` vs ``N(0, s²)``) with ``s = 1/√(2μ)``, discretised by the same
+    connect-the-dots rule (an upper bound on delta).
+    """
+    mu = check_positive("mu", mu)
+    h = check_positive("grid_step", grid_step)
+    return _step_pld(1.0 / math.sqrt(2.0 * mu), 1.0, "remove", h)
+
+
+def _with_start(pld: PrivacyLossDistribution, init_mu: float) -> PrivacyLossDistribution:
+    """``pld`` composed with a Gaussian start of cost ``init_mu`` (if any) on its grid."""
+    if not init_mu:
+        return pld
+    return pld.compose(gaussian_pld(init_mu, pld.grid_step))
+
+
 def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
-                              relation: str = "substitute") -> float:
+                              relation: str = "substitute", *, init_mu: float = 0.0) -> float:
     """Upper bound on delta(epsilon) of k adaptive releases of the subsampled Gaussian mechanism.
 
     Parameters
@@ -783,6 +808,10 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
         ``(1-q)N(0,s^2) + qN(±1,s^2)`` (Fourier accountant ``get_delta_S``, dp-accounting
         ``REPLACE_ONE``); it is NOT an upper bound for fixed-size batches and may understate
         delta by orders of magnitude, so use it only to reproduce published numbers.
+    init_mu : float, optional
+        Keyword only. μ of full-data Gaussian releases made before the k releases (a private
+        start), composed with them through :func:`gaussian_pld` on the same grid (keeping
+        the bound on delta, and its validity under adaptive composition).
 
     Returns
     -------
@@ -797,17 +826,18 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
     """
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     epsilon = check_nonnegative("epsilon", epsilon)
-    return max(_cached_composed(s, q, k, pair).get_delta(epsilon)
+    init_mu = check_nonnegative("init_mu", init_mu)
+    return max(_with_start(_cached_composed(s, q, k, pair), init_mu).get_delta(epsilon)
                for s, pair in _pairs(sigma, relation))
 
 
 def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
-                                relation: str = "substitute") -> float:
+                                relation: str = "substitute", *, init_mu: float = 0.0) -> float:
     """Smallest epsilon with ``subsampled_gaussian_delta(sigma, q, k, epsilon) <= delta``.
 
     Parameters
     ----------
-    sigma, q, k, relation
+    sigma, q, k, relation, init_mu
         As in :func:`subsampled_gaussian_delta`.
     delta : float
         Target delta in (0, 1).
@@ -819,5 +849,6 @@ def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
     """
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     delta = check_probability("delta", delta)
-    return max(_cached_composed(s, q, k, pair).get_epsilon(delta)
+    init_mu = check_nonnegative("init_mu", init_mu)
+    return max(_with_start(_cached_composed(s, q, k, pair), init_mu).get_epsilon(delta)
                for s, pair in _pairs(sigma, relation))

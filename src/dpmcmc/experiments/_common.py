@@ -20,6 +20,9 @@ import numpy as np
 __all__ = [
     "START_MODES",
     "START_LABELS",
+    "AUTO",
+    "is_private",
+    "auto_entry",
     "start_points",
     "cell_seed",
     "load_preset",
@@ -37,8 +40,29 @@ START_LABELS = {
     "paper": "NON-PRIVATE start: near the true parameters, read from the data's truth (as the papers do)",
     "private": ("private start: the library's private initialisation (theta0='private': a share of "
                 "the budget on noisy clipped gradient steps, in the privacy report) where the sampler "
-                "has a per-record bound; else its data-independent default (prior draws)"),
+                "has a per-record bound; else its data-independent default (prior draws); "
+                "algorithm 'auto': its own private Newton start (docs/auto.md)"),
 }
+
+#: The experiments' label of ``dpmcmc.sample(model, data, "auto", ...)`` with only the
+#: per-record bounds declared (issue 35): run in the private start mode only (its start is
+#: its own), beside the papers' tuned samplers.
+AUTO = "auto"
+
+
+def is_private(algorithm: str) -> bool:
+    """Whether ``algorithm`` (a registered sampler or ``"auto"``) spends a budget."""
+    from ..samplers import ALGORITHMS
+
+    return algorithm == AUTO or ALGORITHMS[algorithm].private
+
+
+def auto_entry(bounds: dict) -> dict:
+    """An experiment's ``auto`` line: ``dpmcmc.sample(..., "auto")`` with the per-record bounds
+    ``bounds`` (``clip`` and ``grad_clip`` of the tuned DP-HMC) and nothing else."""
+    return {"algorithm": AUTO, "params": {k: bounds[k] for k in ("clip", "grad_clip") if k in bounds},
+            "source": "dpmcmc.auto (issue 35): only the per-record bounds declared; the start and "
+                      "every setting from public inputs", "starts": ["private"]}
 
 
 def cell_seed(*parts: Any) -> int:
@@ -84,27 +108,23 @@ def private_start(pre, chains: int, seed: int, algorithm: Optional[str] = None,
     """The private start of ``algorithm``: ``"private"`` or ``None`` (prior draws).
 
     ``"private"`` is :func:`dpmcmc.sample`'s private initialisation (``theta0="private"``: 10 % of
-    the budget on noisy clipped gradient steps, accounted in the run's report). It is used for the
-    private samplers whose every release is a full-data Gaussian mechanism (DP penalty, DP-HMC):
-    their tightest accountant (PLD) composes the start exactly. The subsampled samplers' PLD does
-    not yet compose a fixed Gaussian start (``dpmcmc.accounting`` refuses it rather than
-    approximate), DP Barker refuses a private start, and the non-private samplers of the clipping
-    experiment need none: these start from the library's data-independent default, prior draws
-    (``None``).
+    the budget on noisy clipped gradient steps, accounted in the run's report), for every private
+    sampler with a per-record gradient bound: the full-data ones compose it μ-additively, the
+    subsampled ones (DP-SGLD, DP-SGNHT, minibatch penalty) through the Gaussian's PLD
+    (:func:`dpmcmc.accounting.pld.gaussian_pld`). DP Barker refuses a private start (no gradient
+    bound), and the non-private samplers of the clipping experiment need none: these start from
+    the library's data-independent default, prior draws (``None``).
     """
-    import dpmcmc
-
     from ..samplers import ALGORITHMS
 
-    if algorithm is None:
-        return None
+    if algorithm is None or algorithm == AUTO:
+        return None  # auto draws its own start (the private Newton start)
     spec = ALGORITHMS[algorithm]
-    if not spec.private:
+    if not spec.private or algorithm == "dp-barker":
         return None
     n = int(pre.data.shape[0])
     prepared = spec.prepare(dict(params or {}), pre.model, n)
-    kinds = {r.kind for r in dpmcmc.accounting.releases(algorithm, n, **spec.accounting_params(prepared))}
-    return "private" if kinds == {dpmcmc.accounting.GAUSSIAN} else None
+    return "private" if prepared.get("grad_clip", prepared.get("clip")) is not None else None
 
 
 def start_points(mode: str, pre, chains: int, seed: int, ref: Optional[np.ndarray],
@@ -187,9 +207,22 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     import dpmcmc
     from ..samplers import ALGORITHMS
 
-    spec = ALGORITHMS[algorithm]
     n = int(pre.data.shape[0])
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
+    if algorithm == AUTO:
+        # Plans its own run from public inputs, with its defaults (issue 35: "private start,
+        # defaults"): the library's default number of chains, not the experiment's (with the
+        # thesis' 20 the budget buys no chain and the rule returns the start's approximation),
+        # no iterations to cut in quick mode.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+            res = dpmcmc.sample(pre.model, pre.data, AUTO, epsilon=epsilon, delta=delta,
+                                key=jax.random.key(seed), progress=False, force=True, **params)
+        info.update(epsilon_spent=float(res.privacy.epsilon), iterations=int(res.samples.shape[1]),
+                    iterations_budget=int(res.plan.iterations), auto_mode=res.params["mode"],
+                    chains=int(res.samples.shape[0]))
+        return res, info
+    spec = ALGORITHMS[algorithm]
     if spec.private:
         acc = accountant or dpmcmc.accounting.supported_accountants(algorithm)[0]
         start = "private" if isinstance(theta0, str) else "given"
@@ -263,4 +296,6 @@ def acceptance_columns(res) -> dict:
 
     if getattr(res, "released", None) is not None:
         return {"acceptance": float(np.mean(res.released.acceptance_rate))}
+    if res.diagnostics is None:  # independent draws (auto's approximation): no accept step
+        return {}
     return {"nonprivate_acceptance": float(np.mean(res.diagnostics.acceptance_rate))}

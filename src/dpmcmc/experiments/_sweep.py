@@ -34,7 +34,7 @@ def run_id(model: str, label: str, eps, rep: int, start: str) -> str:
 
 def grid_cells(cfg: dict) -> list[dict]:
     """The cells of the grid (see the module docstring for ``cfg["cell"]``)."""
-    from ..samplers import ALGORITHMS
+    from ._common import is_private
 
     per = cfg.get("cell", "epsilon")
     if per not in ("epsilon", "algorithm"):  # a config bug, not user input
@@ -42,10 +42,10 @@ def grid_cells(cfg: dict) -> list[dict]:
     cells = []
     for model, mcfg in cfg["models"].items():
         for label, acfg in mcfg["algorithms"].items():
-            eps_grid = cfg["epsilons"] if ALGORITHMS[acfg["algorithm"]].private else [None]
+            eps_grid = cfg["epsilons"] if is_private(acfg["algorithm"]) else [None]
             groups = [[e] for e in eps_grid] if per == "epsilon" else [list(eps_grid)]
             for epsilons in groups:
-                for start in cfg["starts"]:
+                for start in acfg.get("starts", cfg["starts"]):
                     tag = f"__e{_eps_tag(epsilons[0])}" if per == "epsilon" else ""
                     cells.append({"id": f"{model}__{label}{tag}__{start}", "model": model,
                                   "label": label, "epsilons": epsilons, "start": start,
@@ -128,7 +128,8 @@ def _run_grid_run(cfg: dict, cell: dict, eps, rep: int, keep_draws: bool, grad_c
     row.update(evaluate(res.samples, ref, true_mean, mmd_points=cfg["mmd_points"],
                         bandwidth_points=cfg["bandwidth_points"], seed=run_seed, baseline=baseline))
     row.update(acceptance_columns(res))
-    row["nonprivate_clip_fraction"] = float(np.mean(res.diagnostics.clip_fraction))
+    if res.diagnostics is not None:  # None: auto's approximation (no chain)
+        row["nonprivate_clip_fraction"] = float(np.mean(res.diagnostics.clip_fraction))
     if grad_clip_fraction and "grad_clip" in acfg["params"]:
         row["nonprivate_grad_clip_fraction"] = _grad_clip_fraction(pre, np.asarray(res.samples),
                                                                    acfg["params"]["grad_clip"])

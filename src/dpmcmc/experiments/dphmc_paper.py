@@ -33,7 +33,7 @@ def _sg(alg: str, eta: float, b: int, clip: float, n: int, A: float | None = Non
 
 
 def _algorithms(pre_name: str, n: int, code: str) -> dict:
-    from ._common import load_preset
+    from ._common import auto_entry, load_preset
 
     s = load_preset(pre_name, None).settings["algorithms"]
     hmc = {k: v for k, v in s["dp-hmc"].items() if k != "source"}
@@ -48,6 +48,7 @@ def _algorithms(pre_name: str, n: int, code: str) -> dict:
         "dp-penalty": {"algorithm": "dp-penalty", "params": pen, "source": s["dp-penalty"]["source"]},
         "dp-sgld": {"algorithm": "dp-sgld", "params": sgld, "source": _CODE.format(f"dp-sgld_{code}") + note},
         "dp-sgnht": {"algorithm": "dp-sgnht", "params": sgnht, "source": _CODE.format(f"dp-sgnht_{code}") + note},
+        "auto": auto_entry(hmc),
     }
 
 

@@ -38,6 +38,7 @@ _CODE = {"thesis-flat-banana-2d": "easy-2d", "thesis-flat-banana-10d": "easy-10d
 
 def _algorithms(model: str) -> dict:
     from ..models import preset_settings
+    from ._common import auto_entry
 
     s = preset_settings(model)["algorithms"]
     code = _CODE[model]
@@ -57,6 +58,7 @@ def _algorithms(model: str) -> dict:
                                                 "clip": mdpps[2], "batch_size": mdpps[3]}}
         algs["dp-barker"] = {"algorithm": "dp-barker", "source": _P.format(f"barker_{code}"),
                              "params": {"proposal_std": barker[0], "batch_size": barker[1]}}
+    algs["auto"] = auto_entry(s["dp-hmc"])
     return algs
 
 
@@ -91,6 +93,9 @@ def config(quick: bool) -> dict:
         banana = cfg["models"]["thesis-tempered-banana-2d"]["algorithms"]
         for alg in ("dp-penalty", "dp-hmc"):
             del banana[alg]
+        # auto's line is checked by the dphmc-paper quick run (a slow test) and tests/test_auto.
+        for m in cfg["models"].values():
+            m["algorithms"].pop("auto", None)
         cfg.update(epsilons=[4.0], chains=2, max_iterations=40, reference_draws=300, mmd_points=300)
     return cfg
 

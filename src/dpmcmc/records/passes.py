@@ -9,6 +9,10 @@ iteration is a known number of data passes:
   (:func:`loglik_rows`) and returns ℓ_j(θ'), the same sum bit for bit for one model evaluation
   per record (DP penalty, where :func:`record_cost` says the model is expensive enough).
 - :func:`clipped_grad_sum` — Σ_j clip(∇ℓ_j(θ)), per-example gradients clipped in L2 norm.
+- :func:`whitened_grad_histogram`, :func:`whitened_grad_moments` — the private Newton start's
+  passes (:mod:`dpmcmc.samplers.private_newton`): counts of the per-example gradient norms
+  ‖W(∇ℓ_j(θ) − c)‖ in fixed bins, and Σ_j u_j, Σ_j u_j u_jᵀ of ``u_j = clip(W(∇ℓ_j(θ) − c))``
+  (``W``, ``c`` public).
 - :func:`loglik_sum`, :func:`loglik_sum_and_grad` — unclipped totals for non-private samplers
   (one forward / one reverse-mode pass, no per-example gradients).
 
@@ -88,6 +92,8 @@ __all__ = [
     "record_cost",
     "CACHE_MIN_COST",
     "clipped_grad_sum",
+    "whitened_grad_histogram",
+    "whitened_grad_moments",
     "loglik_sum",
     "loglik_sum_and_grad",
     "per_example_loglik",
@@ -621,6 +627,99 @@ def clipped_grad_sum(model, data: Array, theta: Array, grad_clip: Array, *,
     # Reverse-mode per-example gradients measured 1.5–3× SLOWER with small reductions unrolled
     # (banana, 10-d Gaussian): the unrolling is applied only to forward passes.
     return _reduce(fn, (th, b_local), prepared, blocks, unroll=False)
+
+
+def _whitened_rows(model, th, x, cm, col, whiten, center, mask):
+    """``(u, ok)``: the block's per-example gradients at ``th``, centred and whitened, as rows
+    ``(m, dim)`` (``u_j = W (∇ℓ_j − c)``), and whether each row is a real, finite one."""
+    g = _block_grads(model, th, x, cm, "auto", columnar=col).astype(th.dtype)
+    rows = g.T if cm else g
+    u = (rows - center[None, :]) @ whiten.T
+    ok = jnp.all(jnp.isfinite(u), axis=1) & mask
+    return jnp.where(ok[:, None], u, 0.0), ok
+
+
+def whitened_grad_histogram(model, data: Array, theta: Array, whiten: Array, center: Array,
+                            edges: Array, *, block_size: Optional[int] = None) -> Array:
+    """Counts of the per-example norms ``‖W (∇ℓ_j(θ) − c)‖`` in the bins of ``edges``.
+
+    Parameters
+    ----------
+    model : Model
+    data : array (n, ...) or PreparedData
+    theta : array (dim,)
+    whiten : array (dim, dim)
+        ``W``, a public matrix (the private Newton start's whitening of the gradients).
+    center : array (dim,)
+        ``c``, a public vector (the start's released estimate of the mean gradient).
+    edges : array (B + 1,)
+        Increasing bin edges.
+
+    Returns
+    -------
+    counts : int array (B + 2,)
+        ``counts[0]``: norms below ``edges[0]``; ``counts[k]``: in ``[edges[k-1], edges[k])``;
+        ``counts[B+1]``: at or above ``edges[B]``, and every non-finite gradient. Replacing one
+        record moves one count from one bin to another: L2 sensitivity √2.
+    """
+    nbins = edges.shape[0] + 1
+
+    def per_block(u, ok, mask, e):
+        norm = jnp.sqrt(jnp.sum(u * u, axis=1))
+        idx = jnp.where(ok, jnp.searchsorted(e, norm, side="right"), nbins - 1)
+        onehot = (idx[:, None] == jnp.arange(nbins)[None, :]) & mask[:, None]
+        return jnp.sum(onehot, axis=0, dtype=jnp.int32)
+
+    return _whitened_pass(model, data, theta, whiten, center, edges, per_block, block_size)
+
+
+def _whitened_pass(model, data, theta, whiten, center, extra, per_block, block_size):
+    """Σ over blocks of ``per_block(u, ok, mask, extra)`` on the whitened, centred per-example
+    gradients ``u`` of each block (:func:`_whitened_rows`); ``extra`` a public argument."""
+    prepared = prepare_data(data, model=model, block_size=block_size)
+    dtype = _acc_dtype(theta)
+    cm, col = prepared.column_major, prepared.columnar
+
+    def fn(a, x, mask):
+        th, w, c, e = a
+        u, ok = _whitened_rows(model, th, x.astype(dtype), cm, col, w, c, mask)
+        return per_block(u, ok, mask, e)
+
+    args = (theta.astype(dtype), jnp.asarray(whiten, dtype), jnp.asarray(center, dtype),
+            jnp.asarray(extra, dtype))
+    return _reduce(fn, args, prepared, prepared.blocks, unroll=False)
+
+
+def whitened_grad_moments(model, data: Array, theta: Array, whiten: Array, center: Array,
+                          bound: Array, *, block_size: Optional[int] = None
+                          ) -> tuple[Array, Array, Array]:
+    """``(Σ_j u_j, Σ_j u_j u_jᵀ, #clipped)`` with ``u_j = clip_bound(W (∇ℓ_j(θ) − c))``.
+
+    Each ``u_j`` is scaled to L2 norm at most ``bound`` (a non-finite one is zero and counts as
+    clipped), so replacing one record moves the first sum by at most ``2·bound`` and the second,
+    a difference of two positive semi-definite rank-one terms of Frobenius norm ≤ ``bound²``, by
+    at most ``√2·bound²`` in Frobenius norm (‖A − B‖² = ‖A‖² + ‖B‖² − 2 tr(AB) and tr(AB) ≥ 0).
+
+    Parameters
+    ----------
+    model, data, theta, whiten, center
+        As in :func:`whitened_grad_histogram`.
+    bound : float
+        The clip of the whitened gradients.
+
+    Returns
+    -------
+    total : array (dim,)
+    outer : array (dim, dim)
+    clip_count : scalar int
+        NON-private (evaluation only).
+    """
+    def per_block(u, ok, mask, b):
+        u, clipped = clip_gradients(u, b)
+        clipped = (clipped | ~ok) & mask
+        return jnp.sum(u, axis=0), u.T @ u, jnp.sum(clipped, dtype=jnp.int32)
+
+    return _whitened_pass(model, data, theta, whiten, center, bound, per_block, block_size)
 
 
 def loglik_sum(model, data: Array, theta: Array, *, block_size: Optional[int] = None) -> Array:

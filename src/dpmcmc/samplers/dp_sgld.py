@@ -210,7 +210,8 @@ def tapped_stochastic_gradient(model, batch_size: int, noise_multiplier: float,
 def tapped_dp_sgld(model, step_size: float, batch_size: int,
                    noise_multiplier: float, grad_clip: float, *, grad_method: str = "auto",
                    block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
-                   precondition: Optional[Array] = None) -> TappedKernel:
+                   precondition: Optional[Array] = None,
+                   langevin_noise: float = 1.0) -> TappedKernel:
     """The DP-SGLD kernel with its taps (arguments as :func:`build_dp_sgld`; taps as
     :func:`tapped_stochastic_gradient`)."""
     def init(theta, data=None):
@@ -221,7 +222,7 @@ def tapped_dp_sgld(model, step_size: float, batch_size: int,
         eta = jnp.asarray(step_size, theta.dtype)
         d = preconditioner(precondition, theta)
         # Langevin dynamics in φ = θ / d: the φ-gradient is d·g, the move in θ is d times it.
-        return SGLDState(theta + 0.5 * eta * d * d * g + jnp.sqrt(eta) * d * z)
+        return SGLDState(theta + 0.5 * eta * d * d * g + jnp.sqrt(eta * langevin_noise) * d * z)
 
     return tapped_stochastic_gradient(model, batch_size, noise_multiplier, grad_clip, init,
                                       move, grad_method=grad_method, block_size=block_size,
@@ -243,7 +244,7 @@ def preconditioner(precondition: Optional[Array], theta: Array) -> Array:
 def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: float,
                   grad_clip: float, *, grad_method: str = "auto",
                   block_size: Optional[int] = None, noise: Optional[NoiseSource] = None,
-                  precondition: Optional[Array] = None) -> Kernel:
+                  precondition: Optional[Array] = None, langevin_noise: float = 1.0) -> Kernel:
     """The DP-SGLD kernel (see the module docstring for the update).
 
     Parameters
@@ -269,6 +270,14 @@ def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: fl
         Diagonal preconditioner d > 0: the move is ``θ + (η/2) d² ĝ + √η d z`` (Langevin
         dynamics in θ/d; :func:`preconditioner`). Default none (d = 1). The warm-up
         (``dpmcmc.sample(warmup=W)``) can set it from the warm-up draws.
+    langevin_noise : float in (0, 1], default 1
+        Share ``a`` of the Langevin noise's variance η that the move draws: ``√(a η) d z``.
+        The privacy noise enters the move as Gaussian noise of sd ``(η/2)(nT/b) σ_m C`` per
+        coordinate (where the clip does not bind, all of it is that noise), so with
+        ``a = 1 − ((η/2)(nT/b) σ_m C)² / η`` it stands in for the rest of the diffusion instead
+        of heating the chain (the noise correction of stochastic-gradient MCMC, Chen, Fox &
+        Guestrin 2014 §3.2; :mod:`dpmcmc.auto` uses it). Post-processing of the release: no
+        change to the privacy cost.
 
     Returns
     -------
@@ -280,7 +289,7 @@ def build_dp_sgld(model, step_size: float, batch_size: int, noise_multiplier: fl
     """
     return tapped_dp_sgld(model, step_size, batch_size, noise_multiplier, grad_clip,
                           grad_method=grad_method, block_size=block_size, noise=noise,
-                          precondition=precondition).kernel()
+                          precondition=precondition, langevin_noise=langevin_noise).kernel()
 
 
 # ---------------------------------------------------------------- the spec
@@ -307,14 +316,21 @@ def prepare_sgd(algorithm: str, params: dict, model, n: int, extra: frozenset = 
 
 
 def _prepare(params: dict, model, n: int) -> dict:
-    return prepare_sgd("dp-sgld", params, model, n)
+    out = prepare_sgd("dp-sgld", params, model, n, frozenset({"langevin_noise"}))
+    if "langevin_noise" in params:  # only when given: the default runs' parameters unchanged
+        a = params["langevin_noise"]
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 < a <= 1.0:
+            raise ValueError(f"langevin_noise must lie in (0, 1], got {a!r}")
+        out["langevin_noise"] = float(a)
+    return out
 
 
 def _build(model, p: dict, noise: Optional[NoiseSource] = None) -> Kernel:
     return build_dp_sgld(model, p["step_size"], p["batch_size"],
                          p["noise_multiplier"], p["grad_clip"], grad_method=p["grad_method"],
                          block_size=p["block_size"], noise=noise,
-                         precondition=p.get("precondition"))
+                         precondition=p.get("precondition"),
+                         langevin_noise=p.get("langevin_noise", 1.0))
 
 
 def sgd_releases(n: int, p: dict) -> tuple[ReleaseEvent, ...]:
