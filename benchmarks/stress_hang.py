@@ -17,7 +17,7 @@ left.
 Usage::
 
     python benchmarks/stress_hang.py                       # 3 processes, 210 fits in all
-    python benchmarks/stress_hang.py --procs 2 --fits 4    # the short version (tests/test_stress_hang.py)
+    python benchmarks/stress_hang.py --procs 2 --fits 4    # the short version (tests/runtime/test_stress_hang.py)
     python benchmarks/stress_hang.py --cost --baseline-src OLD/src   # cost of the fix (below)
 
 Prints one line per hang and a summary (fits, hangs, wall time, median seconds per fit), and

@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, settings
 
 jax.config.update("jax_enable_x64", True)
 # The suite never writes to the user's persistent compilation cache (~/.cache/dpmcmc/jax):
-# results must not depend on what an earlier run left there. tests/test_compile_cache.py turns
+# results must not depend on what an earlier run left there. tests/runtime/test_compile_cache.py turns
 # it on in child processes with a temporary cache directory.
 os.environ.setdefault("DPMCMC_NO_COMPILE_CACHE", "1")
 

@@ -1,5 +1,5 @@
 """Shared design of the exactness tests: the samplers target the exact posterior; without the
-penalty correction they do not (tests/test_rwmh.py, test_hmc.py, test_dp_penalty.py,
+penalty correction they do not (tests/samplers/test_rwmh.py, test_hmc.py, test_dp_penalty.py,
 test_dp_hmc.py, test_samplers_exact.py).
 
 Design. For a Gaussian-mean model with a conjugate prior the tempered posterior is

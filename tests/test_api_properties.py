@@ -177,7 +177,7 @@ def test_unknown_algorithm(algorithm):
 def test_model_not_finite_at_theta0(algorithm, where):
     # The log-PRIOR is NaN left of `where`; theta0 sits there. (This test used a NaN
     # log-likelihood and private algorithms: refusing that reads every record, and a private
-    # run's start must not depend on them; see tests/test_model_contract.py.)
+    # run's start must not depend on them; see tests/models/test_model_contract.py.)
     model = Model(lambda th, x: -0.5 * jnp.sum((x - th) ** 2),
                   lambda th: jnp.where(th[0] < where, jnp.nan, -0.5 * jnp.sum(th ** 2)), 2)
     rejects("theta0", algorithm=algorithm, model=model, theta0=np.array([where - 1.0, 0.0]))

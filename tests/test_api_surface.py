@@ -130,7 +130,7 @@ def test_tests_reach_private_names_only_through_the_test_api():
     import pathlib
 
     here = pathlib.Path(__file__).parent
-    found = {p.name: _private_reach(p) for p in sorted(here.glob("*.py"))}
+    found = {p.name: _private_reach(p) for p in sorted(here.rglob("*.py"))}
     extra = {name: sorted(reach - PRIVATE_PIECE_TESTS.get(name, set()))
              for name, reach in found.items() if reach - PRIVATE_PIECE_TESTS.get(name, set())}
     assert not extra, ("tests reaching private dpmcmc names (use or extend dpmcmc.testing, or list "

@@ -22,9 +22,9 @@ draws, audit trials) — runs as a loop (``lax.map``, by a ``jax.custom_batching
 rule) of unbatched calls. An unbatched LAPACK call runs inline on its thread and schedules nothing,
 so no pool thread ever waits on work queued behind it. Each matrix goes through the same LAPACK
 routine and the same surrounding operations as in the batched call, so the results are the same
-to the last bit (tests/test_pool_deadlock.py).
+to the last bit (tests/runtime/test_pool_deadlock.py).
 
-The guard, tests/test_pool_deadlock.py, checks every program the library compiles (the
+The guard, tests/runtime/test_pool_deadlock.py, checks every program the library compiles (the
 noise-aware GLM's two programs, each sampler's chunk program, the private start, the audit's
 GLM runner, the Gaussian model's exact posterior): no LAPACK custom call with a batch, no other
 custom call, no FFT (whose CPU thunk blocks on the same pool in the same way).

@@ -5,7 +5,7 @@ length; the accountants call it in loops (one call per RDP order in ``subsampled
 merged atom and per composition in ``pure``), where that overhead was most of their time
 (``pure.max_pure_scale``, the noise-aware GLM's release plan: 4.8x faster with these, the same
 result). These functions compute what SciPy >= 1.15 computes, operation for operation, so their
-results are the same to the last bit (``tests/test_accounting_rdp.py`` compares them with
+results are the same to the last bit (``tests/accounting/test_accounting_rdp.py`` compares them with
 SciPy): ``log1p(s) + log(m) + max``, where ``m`` counts the entries equal to the maximum and
 ``s`` is the sum of the other entries' ``exp(a - max)`` (NumPy's summation, in array order)
 divided by ``m``.

@@ -14,7 +14,7 @@ pair of every step (Zhu, Dong & Wang 2022, Thm 10). Under replace-one both ``(D,
 ``t`` can depend on earlier outputs (other records' clipped values ``C sign(theta_t - a)``),
 so the maximum over the two orders of separately composed deltas is NOT a bound: an adversary
 that switches order adaptively attains more (sigma = 0.8, q = 0.05, k = 50, eps = 2: at least
-0.367, against 0.347 for the per-order maximum; tests/test_adaptive_composition.py).
+0.367, against 0.347 for the per-order maximum; tests/accounting/test_adaptive_composition.py).
 ``relation="substitute"`` therefore composes one symmetric pair that dominates both orders at
 once (:func:`_symmetrised_pld`; docs/neighbouring_relation.md).
 

@@ -16,7 +16,7 @@ post-processing; the warm-up iterations' releases are charged like any other (th
 for them: ``iterations`` counts them); and none of the adapted quantities changes what a release
 costs (σ scales with the clip bound ``b‖θ′ − θ‖`` or is fixed). The clip fractions, the one
 per-iteration output read from the raw data, never reach the adaptation: :func:`adaptive_kernel`
-passes the inner kernel's ``Info.accepted`` only. ``tests/test_warmup.py`` checks it: with the
+passes the inner kernel's ``Info.accepted`` only. ``tests/kernels/test_warmup.py`` checks it: with the
 releases made data-independent, two different data sets give identical adaptation.
 
 Windows (in the spirit of Stan's, scaled to the warm-up length ``W``): with

@@ -53,7 +53,7 @@ Precision
 ---------
 Log-likelihood ratios and their sums are computed in the dtype of ``theta`` (float64 under x64):
 a ratio ℓ_j(θ') − ℓ_j(θ) is a difference of nearly equal numbers, and the acceptance test needs
-its sum to ~1e-8 absolute (tests/test_per_example_precision.py). Block sums are combined with
+its sum to ~1e-8 absolute (tests/records/test_per_example_precision.py). Block sums are combined with
 Neumaier-compensated summation, so the error of a total over n = 10⁷ rows stays at the level of
 one block's rounding. Per-example GRADIENTS may be computed in float32 (``grad_dtype``): they
 only steer proposals (exactness comes from the accept test) and their released sum carries noise

@@ -11,7 +11,7 @@ same statistic (up to float rounding of the reordered sum), its sensitivity is t
 noise of a private release is drawn once, by :mod:`dpmcmc.kernels.releases`, on the reduced
 value with the iteration's key — never per device. Chains, keys and positions are replicated, so
 a sharded run with a given key gives the same draws as an unsharded one, to the rounding of the
-reordered sums (tests/test_sharding.py).
+reordered sums (tests/records/test_sharding.py).
 
 Subsampled samplers
 -------------------
@@ -28,7 +28,7 @@ device contributes non-zero bits for each entry, so the assembled rows are bit f
 ``data[idx]`` (also for ``-0.0``, NaN payloads and subnormals, which a floating-point sum of a
 value and zeros could alter under flush-to-zero). The per-example values, their order and the
 batch sums are then those of an unsharded run, so a sharded run gives bit-identical draws for
-the same key (tests/test_sharding_subsampled.py). Noise is still drawn once, by the kernel, on
+the same key (tests/records/test_sharding_subsampled.py). Noise is still drawn once, by the kernel, on
 the statistic of the assembled batch, with the iteration's key; secure mode is unaffected (the
 batch indices come from the same ChaCha20 permutation, computed replicated on every device).
 

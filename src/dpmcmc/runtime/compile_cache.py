@@ -34,7 +34,7 @@ own programs included. A program that closes over a concrete array holds that ar
 constant, so a user who jits a function closing over sensitive data writes the data to the cache
 directory; pass the data as an argument, or opt out. dpmcmc's own sampling programs take the
 data, the keys and the secure-mode secret as arguments and hold none of them
-(``tests/test_compile_cache.py`` reads the cache files back and looks for the data's values).
+(``tests/runtime/test_compile_cache.py`` reads the cache files back and looks for the data's values).
 The directory is created with permissions 0o700: JAX loads and runs what it finds there, so a
 cache directory others can write to lets them run code in your process.
 """

@@ -19,7 +19,7 @@ the energy of a mode of curvature λ by about ``1 + η²λ`` per step. On a one-
 Gaussian the thermostat soaks that up (ξ settles ηλ higher, the variance is unchanged), but one
 scalar ξ cannot do so for several curvatures at once: on a Gaussian with posterior precisions
 100 and 900 (η = 0.005, A = 2) the reference update gives 0.39× and 1.7× the posterior
-variances, this update 1.00× and 1.02× (``tests/test_sgld.py``).
+variances, this update 1.00× and 1.02× (``tests/samplers/test_sgld.py``).
 
 Stationarity: ξ has zero mean drift exactly when E[p'ᵀp'/d] = 1, and it settles where the
 friction balances all the noise entering p: ``ξ ≈ A + η V/2`` with V the per-coordinate variance

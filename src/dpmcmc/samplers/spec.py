@@ -3,7 +3,7 @@
 Each algorithm module (``rwmh``, ``hmc``, ``dp_penalty``, ``dp_hmc``, ``barker``,
 ``minibatch_penalty``, ``dp_sgld``, ``dp_sgnht``) defines one :class:`AlgorithmSpec` named
 ``SPEC``; :mod:`dpmcmc.samplers.registry` collects them into ``ALGORITHMS``. Nothing else keeps
-a table keyed by algorithm name (``tests/test_samplers_registry.py`` walks the package for one):
+a table keyed by algorithm name (``tests/samplers/test_samplers_registry.py`` walks the package for one):
 the accountant reads ``SPEC.releases``, the run lays its data out with ``SPEC.layout`` (from
 ``SPEC.data_access``), the model contract reads ``SPEC.gradient``, the warm-up
 ``SPEC.adaptation``, the plan ``SPEC.noise_lines``, the table path ``SPEC.defaults`` and the

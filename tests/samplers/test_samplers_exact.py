@@ -1,6 +1,6 @@
 """Exactness across samplers: convergence from a dispersed start and the banana's exact draws.
 
-Each sampler's own exactness test lives in its module (tests/test_rwmh.py, test_hmc.py,
+Each sampler's own exactness test lives in its module (tests/samplers/test_rwmh.py, test_hmc.py,
 test_dp_penalty.py, test_dp_hmc.py); the shared design is tests/exactness.py."""
 import jax
 import jax.numpy as jnp

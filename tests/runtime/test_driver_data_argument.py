@@ -247,6 +247,6 @@ def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter(host_devi
     assert "devices=[4,1,1]" in params[("f64", "4,2,1024")]
     assert "devices=[4,1]" in params[("pred", "4,1024")]
     # The sharded run gives the unsharded draws (to the rounding of reordered sums, see
-    # tests/test_sharding.py for the tolerance).
+    # tests/records/test_sharding.py for the tolerance).
     assert out["draw_err"] <= 1e-9
     assert out["chunk_compilations"] == 1

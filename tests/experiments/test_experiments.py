@@ -13,7 +13,7 @@ import pytest
 from dpmcmc import experiments as E
 from dpmcmc.diagnostics import mmd_test
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 # The experiment the fixture runs through the CLI and Snakemake (the cheapest: no sampling).
@@ -96,7 +96,7 @@ def _check_sampling_table(d, name):
     # Every private run states the ε it spent, within its budget.
     assert (private.epsilon_spent <= private.epsilon * (1 + 1e-9)).all()
     # auto plans its own run (quick mode does not cut it; its approximation's "iterations" are
-    # draws per chain): its line is checked by tests/test_auto.py.
+    # draws per chain): its line is checked by tests/samplers/test_auto.py.
     assert (df[df.algorithm != "auto"].iterations <= cfg["max_iterations"]).all()
     assert np.isfinite(df.mmd).all()
 

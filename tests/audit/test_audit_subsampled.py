@@ -205,7 +205,7 @@ NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
 # dp-sgnht-sensitivity-undercounted-x2, and that dp-sgld's kernel draws its noise from the
 # NoiseSource's noise_scale by test_sgd_design_attains_the_dominating_pair[dp-sgld] (noise_scale
 # 1e-9 must give the exact sums); the audit's flagging of a noise-x0.3 kernel by
-# tests/test_audit.py (dp-penalty) and tests/test_audit_barker.py.
+# tests/audit/test_audit.py (dp-penalty) and tests/audit/test_audit_barker.py.
 #
 # minibatch-penalty's under-counted sensitivity runs 10⁵ runs: 20 disjoint blocks of 10⁵ runs
 # (2·10⁶ runs of the real kernel, two other keys) gave ε_lower = 4.19 ± 0.20 (sd; min 3.78), 6 sd

@@ -75,7 +75,7 @@ def test_dp_hmc_step_sizes_are_data_independent_and_in_range():
     data_b = jnp.concatenate([xb, jnp.full((xb.shape[0], 1), 0.3)], axis=1)
     spec = ALGORITHMS["dp-hmc"]
     kernel = spec.build(model, spec.prepare(dict(DPHMC), model, data_a.shape[0]))
-    cache_key = ("tests/test_samplers_halton.py::test_dp_hmc_step_sizes", id(kernel))
+    cache_key = ("tests/kernels/test_samplers_halton.py::test_dp_hmc_step_sizes", id(kernel))
     pos_a, info_a = run_chains(kernel, jnp.zeros((3, 2)), jax.random.key(0), 64, data=data_a,
                                progress=False, cache_key=cache_key)
     pos_b, info_b = run_chains(kernel, jnp.zeros((3, 2)), jax.random.key(0), 64, data=data_b,

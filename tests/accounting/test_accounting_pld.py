@@ -104,8 +104,8 @@ def _load_reference():
 
     here = os.path.dirname(__file__)
     for path in (os.environ.get("DPMCMC_REFERENCE", ""),
-                 os.path.join(here, "..", "..", "shared", "reference", "accounting.json"),
-                 os.path.join(here, "data", "accounting_reference.json")):
+                 os.path.join(here, "..", "..", "..", "shared", "reference", "accounting.json"),
+                 os.path.join(here, "..", "data", "accounting_reference.json")):
         if path and os.path.exists(path):
             with open(path) as f:
                 return [e for e in json.load(f) if e["call"] == "subsampled_gaussian_delta"]

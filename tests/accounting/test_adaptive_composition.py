@@ -28,7 +28,7 @@ from dpmcmc.accounting import (
 )
 from dpmcmc.accounting.pld import subsampled_gaussian_pld
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))
 from _order_switching import attack_delta  # noqa: E402
 
 

@@ -475,7 +475,7 @@ def test_sample_end_to_end(algorithm, extra):
     assert res.privacy.iterations == k and res.privacy.epsilon <= 2.0
     assert res.privacy.algorithm == algorithm
     np.testing.assert_array_equal(res.released.acceptance_rate, 1.0)
-    # Per iteration too (tests/test_released_statistics.py's dp-sgld case is slow: this is it).
+    # Per iteration too (tests/kernels/test_released_statistics.py's dp-sgld case is slow: this is it).
     assert res.released.accepted.all() and not res.released.diverged.any()
     assert np.all((res.diagnostics.clip_fraction >= 0) & (res.diagnostics.clip_fraction < 0.05))
     assert np.all(res.released.divergences == 0)

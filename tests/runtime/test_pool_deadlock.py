@@ -18,7 +18,7 @@ no compilation: a LAPACK custom call comes only from a linear-algebra primitive,
 primitive's operand shape (batch axes first), so "no linear-algebra primitive on a batch" in the
 jaxpr is "no batched LAPACK call" in the compiled program, as the HLO check of the GLM's draws
 confirms. Both checkers flag the unfixed form (a vmapped Cholesky and triangular solve), so they
-can fail. That the rule prevents the hang: the stress test (tests/test_stress_hang.py,
+can fail. That the rule prevents the hang: the stress test (tests/runtime/test_stress_hang.py,
 benchmarks/stress_hang.py).
 """
 from __future__ import annotations

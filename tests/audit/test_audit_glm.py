@@ -1,7 +1,7 @@
 """`dpmcmc audit noise-aware-glm`: the audit of the table path's default algorithm.
 
 The calibration of its mechanisms is guarded in the default suite by
-tests/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round (the
+tests/samplers/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round (the
 empirical privacy profile of 2000 transcripts against the charged composition, with power);
 the full audit runs here are `slow`.
 """

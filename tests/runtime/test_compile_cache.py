@@ -28,7 +28,7 @@ from dpmcmc.testing import reset_compile_cache_settings
 from host_devices import run_module
 
 PENALTY = dict(tau=0.17, proposal_std=0.06, clip=0.15)
-SRC = os.path.join(os.path.dirname(__file__), "..", "src")
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
 
 class CompileCounter:

@@ -104,7 +104,7 @@ def test_accept_flags_can_be_read_off_the_draws(algorithm):
 
 
 # Both slow: the same assertions (every released flag accepted, none diverged, acceptance rate
-# 1) on a dp-sgld run through dpmcmc.sample are in tests/test_sgld.py::test_sample_end_to_end,
+# 1) on a dp-sgld run through dpmcmc.sample are in tests/samplers/test_sgld.py::test_sample_end_to_end,
 # in the default run; each case here compiles a sampler of its own (~0.5 CPU-s).
 @pytest.mark.parametrize("algorithm", [pytest.param("dp-sgld", marks=pytest.mark.slow),
                                        pytest.param("dp-sgnht", marks=pytest.mark.slow)])

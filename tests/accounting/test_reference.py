@@ -6,7 +6,7 @@ import pytest
 
 import dpmcmc.accounting as acc
 
-_PATH = os.path.join(os.path.dirname(__file__), "data", "accounting_reference.json")
+_PATH = os.path.join(os.path.dirname(__file__), "..", "data", "accounting_reference.json")
 with open(_PATH) as _f:
     _LOCAL = json.load(_f)
 

@@ -184,7 +184,7 @@ def test_cli_tiny_epsilon_is_refused_with_the_reason_before_any_run(monkeypatch)
     """`dpmcmc audit dp-barker --epsilon 1e-6` (in-process) exits with status 2 and the reason,
     before the audit builds its runner. The same through a fresh ``python -m dpmcmc.cli``
     process is the slow test below (the module entry point and its error exit are guarded by
-    tests/test_experiments.py's subprocess CLI runs)."""
+    tests/experiments/test_experiments.py's subprocess CLI runs)."""
     from typer.testing import CliRunner
 
     from dpmcmc.cli import app

@@ -8,7 +8,7 @@ from exactness import problem, tempered  # noqa: F401  (module fixtures)
 
 
 # T = 0.5, like the other samplers here, is the default run's case: it checks that RWMH
-# multiplies the log-likelihood by T (tests/test_tempering.py, on the banana, is slow), and it
+# multiplies the log-likelihood by T (tests/samplers/test_tempering.py, on the banana, is slow), and it
 # has power against a dropped T: the chains would contract to the untempered posterior, half
 # the variance (mean z² 0.51 and p = 6e-25 for this key), far below ALPHA. T = 1 is slow.
 @pytest.mark.parametrize("which", [pytest.param("problem", marks=pytest.mark.slow), "tempered"])

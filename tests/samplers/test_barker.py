@@ -320,7 +320,7 @@ def test_subsampled_chain_targets_the_tempered_posterior():
                   log_prior=lambda th: -0.5 * jnp.sum(th ** 2) / PRIOR_SD ** 2, dim=1)
     weighted = jnp.concatenate([data, jnp.ones_like(data)], axis=1)
     kernel = build_dp_barker(model, b, n0, jnp.array([0.15]))
-    cache_key = ("tests/test_barker.py::test_subsampled_chain", id(kernel))
+    cache_key = ("tests/samplers/test_barker.py::test_subsampled_chain", id(kernel))
     # 150 chains (300 before: twice the run time). The false-alarm rate is CHAIN_ALPHA at any
     # number of chains; the power check keeps a wide margin: the chain told 4 n0 ends with
     # mean z² ≈ 0.35 (0.31 with 300 chains), Σz² ≈ 53 against the rejection bound 97 (χ²₁₅₀

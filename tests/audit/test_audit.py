@@ -140,7 +140,7 @@ def test_miscalibrated_source_scales_noise_and_clip_and_does_not_leak():
 
 # ------------------------------------------------------------------ the audit tap and design
 
-# The far-row (full-data) designs; the subsampled samplers are in tests/test_audit_subsampled.py.
+# The far-row (full-data) designs; the subsampled samplers are in tests/audit/test_audit_subsampled.py.
 FAR_ROW = ["dp-hmc", "dp-penalty"]
 
 

@@ -7,7 +7,7 @@ thread pool. The worker must report every fit, none more than a minute after the
 unless it is still using CPU (a deadlocked process sits at 0 %). Before the fix (batched LAPACK
 calls in the draws; dpmcmc/linalg.py) this configuration hung in most runs
 (benchmarks/README.md, "Stress test of the default command"); the structural guard is
-tests/test_pool_deadlock.py. The full stress test (at least 200 fits over three concurrent
+tests/runtime/test_pool_deadlock.py. The full stress test (at least 200 fits over three concurrent
 processes) is ``python benchmarks/stress_hang.py``.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import stress_hang  # noqa: E402  (benchmarks/ on the path first)
