@@ -13,7 +13,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import dpmcmc
@@ -173,6 +173,8 @@ def test_unknown_algorithm(algorithm):
         dpmcmc.sample(MODEL, DATA, algorithm, delta=1e-3, iterations=5, progress=False)
 
 
+# Each example is a new model (a new compiled start check): 20 examples, not the profile's 60.
+@settings(max_examples=20)
 @given(algorithm=st.sampled_from(ALL), where=st.floats(-3.0, 3.0))
 def test_model_not_finite_at_theta0(algorithm, where):
     # The log-PRIOR is NaN left of `where`; theta0 sits there. (This test used a NaN
@@ -183,6 +185,7 @@ def test_model_not_finite_at_theta0(algorithm, where):
     rejects("theta0", algorithm=algorithm, model=model, theta0=np.array([where - 1.0, 0.0]))
 
 
+@settings(max_examples=20)  # a new model (a new compiled start check) per example
 @given(algorithm=st.sampled_from(NONPRIVATE), where=st.floats(-3.0, 3.0))
 def test_nonprivate_model_likelihood_not_finite_at_theta0(algorithm, where):
     # Non-private baselines only: the log-likelihood is NaN left of `where`; theta0 sits there.

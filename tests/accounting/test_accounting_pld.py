@@ -501,6 +501,7 @@ def test_non_integer_k_is_a_type_error():
 # ------------------------------------------------------------------ external accountants
 # Each oracle is itself a numerical approximation; the comments state which direction of
 # disagreement is acceptable. Points are small so that each test stays within a few seconds.
+@pytest.mark.slow  # an oracle; the held reference values are the default run's
 @pytest.mark.oracle
 def test_against_dp_accounting():
     """dp-accounting's pessimistic connect-the-dots PLD is also an upper bound on the true

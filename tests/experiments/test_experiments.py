@@ -101,6 +101,7 @@ def _check_sampling_table(d, name):
     assert np.isfinite(df.mmd).all()
 
 
+@pytest.mark.slow  # two more quick runs (thesis-comparison, clipping); the pipeline: barker's
 def test_sampling_tables_have_one_row_per_run_and_label_starts(quick_runs):
     _check_sampling_table(quick_runs["thesis-comparison"][0], "thesis-comparison")
     d, _ = quick_runs["clipping"]
@@ -117,6 +118,7 @@ def test_dphmc_paper_table_has_one_row_per_run_and_labels_starts(quick_runs):
     _check_sampling_table(quick_runs["dphmc-paper"][0], "dphmc-paper")
 
 
+@pytest.mark.slow  # thesis-comparison's quick run and two more cells
 def test_a_cell_runs_each_repeat_with_the_key_and_start_of_that_repeat(quick_runs):
     # Grouping the repeats into one cell (one process) must not change any run: a run's key and
     # starting points depend on the run, not on the cell it is run in. (thesis-comparison: the

@@ -155,6 +155,7 @@ def test_two_secure_runs_in_threads_draw_each_their_own_noise(algorithm, monkeyp
     assert dict(counts) == {w: want for w in words}
 
 
+@pytest.mark.slow  # threads with their own modes: two secure runs in threads are the default's
 def test_secure_and_default_runs_in_threads_keep_their_modes(monkeypatch):
     lockstep = _Lockstep()
     secret = secure_key(7)

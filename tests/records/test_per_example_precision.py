@@ -71,6 +71,7 @@ def _check_llr(n):
     return errors, abs(f32_total - exact), abs(f32_ratios - exact)
 
 
+@pytest.mark.slow  # 10^6 records; the float32 gradient accuracy test is the default run's
 def test_llr_sum_accuracy_n_1e6():
     errors, f32_err, f32_ratio_err = _check_llr(10**6)
     for name, err in errors.items():

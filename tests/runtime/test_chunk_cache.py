@@ -147,6 +147,7 @@ def test_the_cache_never_leaves_the_chunk(setup, runs):
                    for a in jax.tree.leaves((progress.positions, progress.infos)))
 
 
+@pytest.mark.slow  # the cache's draws at every chunk size are the default run's
 @pytest.mark.xla_optimized
 def test_secure_mode_and_warmup_keep_the_draws(setup):
     """One run in secure mode AND under warm-up adaptation (as ``dpmcmc.sample`` builds it with

@@ -301,6 +301,9 @@ def test_exact_limit_chain_is_exact(exact):
     assert _exactness_pvalue(final, mean, sd) > CHAIN_ALPHA
 
 
+# slow: a long statistical chain; DP Barker's release and correction are checked by default
+# (test_noisy_test_matches_the_corrected_barker_probability, the audit tap, the exact limit).
+@pytest.mark.slow
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_subsampled_chain_targets_the_tempered_posterior():
     """Varied data (s² > 0), clipping negligible: DP Barker targets the tempered posterior up to

@@ -461,7 +461,9 @@ def test_registry_validation_friction():
         ALGORITHMS["dp-sgld"].prepare(dict(params, friction=1.0), model, 2000)
 
 
-@pytest.mark.parametrize("algorithm,extra", [("dp-sgld", {}), ("dp-sgnht", {"friction": 20.0})])
+@pytest.mark.parametrize("algorithm,extra", [
+    ("dp-sgld", {}),
+    pytest.param("dp-sgnht", {"friction": 20.0}, marks=pytest.mark.slow)])  # dp-sgld's path
 def test_sample_end_to_end(algorithm, extra):
     model, data, mean, prec = _small_gaussian()
     n = data.shape[0]
