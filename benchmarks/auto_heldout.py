@@ -55,7 +55,10 @@ def run(models, epsilons) -> None:
             t = time.process_time()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                row, _, _ = _run_grid_run(cfg, cell, eps, 0, False, False)
+                try:
+                    row, _, _ = _run_grid_run(cfg, cell, eps, 0, False, False)
+                except ValueError as err:  # a refusal after the start (recorded, not hidden)
+                    row = {"status": f"ValueError: {err}"}
             out = {"model": model, "epsilon": eps, **{k: row.get(k) for k in KEEP},
                    "cpu_s": time.process_time() - t}
             with ROWS.open("a") as fh:
@@ -78,6 +81,10 @@ def markdown() -> str:
     for r in sorted(rows, key=lambda r: (r["model"], r["epsilon"])):
         def f(v, p=3):
             return "—" if v is None else f"{v:.{p}f}"
+        if r.get("mmd") is None:
+            lines.append(f"| {r['model']} | {r['epsilon']:g} | {r.get('status')} | | | | | | "
+                         f"{r['cpu_s']:.0f} |")
+            continue
         lines.append(f"| {r['model']} | {r['epsilon']:g} | {r.get('auto_mode')} | "
                      f"{r.get('chains')} × {r.get('iterations')} | {f(r.get('mmd'))} | "
                      f"{f(r.get('mmd_exact_baseline'))} | {f(r.get('mean_error'))} | "
