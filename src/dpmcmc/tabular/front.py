@@ -130,8 +130,8 @@ def _check_run_arguments(model, n: int, algorithm: str, epsilon, delta, chains, 
 
 
 NOISE_AWARE = "noise-aware-glm"
-_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "mechanism", "progress", "secure",
-             "force")
+_NAG_KEYS = ("draws", "steps", "final_share", "hessian_share", "sum_of_squares_share", "mechanism",
+             "progress", "secure", "force")
 
 
 def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, delta, chains, key,
@@ -191,6 +191,8 @@ def _noise_aware(df, plan: DesignLayout, model: str, n: int, d: int, epsilon, de
                   params={"steps": rp.steps, "final_mechanism": last[0].kind,
                           "grad_noise_sd": [r.noise_sd for r in rp.gradients],
                           "hess_noise_sd": [r.noise_sd for r in rp.hessians], "draws": draws,
+                          "residual_sd": ("inferred from Σ y²" if rp.sum_of_squares is not None
+                                          else rp.noise_sd),
                           "prior_sd": prior_sd},
                   model_name=f"glm-{model}", param_names=des.names, plan=run_plan)
 
@@ -211,12 +213,26 @@ def _glm_plan(rp, model: str):
         NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
                   "over the per-record bound of an entry", sh / hess.bound
                   if hess.kind != "gaussian" else sh / rp.hess_bound),
-    )
+    ) + ((NoiseLine(f"sum of squares of the target ({rp.sum_of_squares.kind})",
+                    rp.sum_of_squares.noise_sd, "over the per-record bound (y² ≤ 1)",
+                    rp.sum_of_squares.noise_sd),) if rp.sum_of_squares is not None else ())
+    # Public: the Hessian noise's spectral scale next to the largest curvature n records in the
+    # box can give. Above it no eigenvalue can be resolved and the noise-aware posterior falls
+    # back to the prior (honest, but uninformative); said before anything is spent.
+    from ..samplers.noise_aware_glm import _curvature_cap, curvature_shrinkage
+
+    notes = ()
+    if curvature_shrinkage(rp) >= _curvature_cap(rp) / rp.d:
+        notes = (f"At n = {rp.n} and ε = {rp.epsilon:g} the curvature release's noise "
+                 f"(spectral scale {curvature_shrinkage(rp):.3g}) exceeds what {rp.n} records can "
+                 f"give along a single coefficient ({_curvature_cap(rp) / rp.d:.3g}): the "
+                 "posterior will be about as wide as the prior; the budget, not the data, "
+                 "limits the answer.",)
     return Plan(algorithm=NOISE_AWARE, n=rp.n, dim=rp.d, chains=1, epsilon=rp.epsilon,
                 delta=rp.delta, accountant="pld", relation="substitute", iterations=rp.steps,
                 warmup=0, epsilon_spent=float(rp.epsilon_spent()),
                 params={"family": model, "rounds": rp.steps, "final_mechanism": grad.kind},
-                noise=noise, warnings=())
+                noise=noise, warnings=(), notes=notes)
 
 
 def glm(
@@ -321,12 +337,14 @@ def glm(
     if n < 1:
         raise ValueError("table has no rows")
     d = len(plan.names) - 1
-    noise_sd_scaled = 0.5
-    if model == "linear":
-        noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
+    noise_sd_scaled = None  # noise-aware GLM, linear: inferred from a release of Σ y²
+    if model == "linear" and noise_sd is not None:
+        noise_sd_scaled = noise_sd / plan.target_half
     if algorithm in ("auto", NOISE_AWARE):
         return _noise_aware(df, plan, model, n, d + 1, epsilon, delta, chains, key,
                             noise_sd_scaled, float(prior_sd), dict(sampler_params), ledger)
+    # The samplers need a declared residual sd: default a quarter of the target's range.
+    noise_sd_scaled = 0.5 if noise_sd_scaled is None else noise_sd_scaled
     m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     for name, value in sampler_defaults(algorithm, model, n, d, noise_sd_scaled,
