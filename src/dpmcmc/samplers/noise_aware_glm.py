@@ -114,15 +114,20 @@ FAMILIES = ("logistic", "linear")
 GAUSSIAN = "gaussian"
 SUM_OF_SQUARES = "sum of squares"
 KNORM = "knorm"
-#: Choices of the last round's mechanism ("auto": the one with the smaller gradient variance).
-MECHANISMS = ("auto", GAUSSIAN, KNORM)
+MIXED = "mixed"
+#: Choices of the last round's mechanisms: all Gaussian, all K-norm, or "mixed" (Gaussian
+#: Hessian, K-norm gradient); "auto" picks from public inputs (:func:`release_plan`).
+MECHANISMS = ("auto", GAUSSIAN, KNORM, MIXED)
 #: Default number of Newton rounds for the logistic family (linear needs one).
 DEFAULT_STEPS = 6
 #: Default share of the Gaussian-only budget μ_all left to the last round (the early rounds
 #: spend the rest).
 DEFAULT_FINAL_SHARE = 0.8
-#: Default share of each round's budget spent on its Hessian.
+#: Default share of each round's budget spent on its Hessian, per family. Linear: more, since
+#: its single round's curvature ``Σ x̃x̃ᵀ`` must be resolved for any coefficient to be (the
+#: posterior falls back to the prior in a direction it cannot resolve).
 DEFAULT_HESSIAN_SHARE = 0.2
+LINEAR_HESSIAN_SHARE = 0.4
 #: Linear family, residual sd inferred: default share of the round's budget spent on ``Σ y²``.
 DEFAULT_SS_SHARE = 0.1
 #: Ratio of the budgets of consecutive early rounds (the first is farthest from the mode and
@@ -205,7 +210,7 @@ class GLMRelease:
         if self.kind == GAUSSIAN:
             return self.sigma
         m = self.size
-        return math.sqrt((m + 1) * (m + 2) / 3.0) * 2.0 * self.bound / self.epsilon
+        return math.sqrt((m + 1) * (m + 2) / 3.0) * float(np.max(self.widths())) / self.epsilon
 
     def report_entry(self) -> dict:
         """The release as a PrivacyReport mechanism entry."""
@@ -315,7 +320,7 @@ def _check_share(name: str, v) -> float:
 def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                  steps: Optional[int] = None,
                  final_share: float = DEFAULT_FINAL_SHARE,
-                 hessian_share: float = DEFAULT_HESSIAN_SHARE,
+                 hessian_share: Optional[float] = None,
                  mechanism: str = "auto",
                  noise_sd: Optional[float] = None,
                  sum_of_squares_share: float = DEFAULT_SS_SHARE,
@@ -336,11 +341,13 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         Share of the Gaussian-only budget ``gaussian_mu(ε, δ)`` left to the last round (the
         early rounds spend the rest, in geometric weights 1, 2, 4, …; ignored when
         ``steps == 1``).
-    hessian_share : float in (0, 1)
-        Share of each round's budget for its Hessian release.
-    mechanism : {"auto", "gaussian", "knorm"}
-        The last round's mechanism. ``"auto"``: the one whose gradient noise has the smaller
-        variance (decided from d, ε, δ and the bounds, never from data).
+    hessian_share : float in (0, 1), optional
+        Share of each round's budget for its Hessian release; default 0.2 (logistic), 0.4
+        (linear).
+    mechanism : {"auto", "gaussian", "knorm", "mixed"}
+        The last round's mechanisms. ``"auto"``: the Hessian's by the smaller noise sd of its
+        entries (K-norm or Gaussian), then the gradient's by the smaller noise sd of its
+        coordinates (decided from d, ε, δ and the bounds, never from data).
     noise_sd : float, optional
         Linear family: a declared residual sd on the scaled target. Default (None): inferred
         from a release of ``Σ y²`` in the (single) round.
@@ -365,6 +372,8 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     if family == "linear" and steps != 1:
         raise ValueError("steps: the linear family is exact in one round (steps=1)")
     final_share = _check_share("final_share", final_share)
+    if hessian_share is None:
+        hessian_share = DEFAULT_HESSIAN_SHARE if family == "logistic" else LINEAR_HESSIAN_SHARE
     hessian_share = _check_share("hessian_share", hessian_share)
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
@@ -405,9 +414,25 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                   GLMRelease("Hessian", last, KNORM, d, h_box, epsilon=scale * hessian_share),
                   GLMRelease(SUM_OF_SQUARES, last, KNORM, 1, 1.0, epsilon=scale * ss_share)
                   if infer else None)
+    # Mixed: the Hessian Gaussian (its d² entries cost less as a Gaussian than as one K-norm
+    # release once d is more than a few), the gradient (and Σ y²) K-norm with what is left.
+    mu_h = mu_last * hessian_share
+    pure_shares = [g_share] + ([ss_share] if infer else [])
+    scale_m = max_pure_scale(epsilon, delta, pure_shares, mu=mu_early + mu_h)
+    mixed_last = (GLMRelease("gradient", last, KNORM, d, g_box, epsilon=scale_m * g_share),
+                  GLMRelease("Hessian", last, GAUSSIAN, d, h_fro, mu=mu_h),
+                  GLMRelease(SUM_OF_SQUARES, last, KNORM, 1, 1.0, epsilon=scale_m * ss_share)
+                  if infer else None)
     if mechanism == "auto":
-        mechanism = KNORM if knorm_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
-    final = knorm_last if mechanism == KNORM else gauss_last
+        # Public inputs only (d, ε, δ, the bounds): the Hessian's mechanism by the noise sd of
+        # its entries, then the gradient's by the noise sd of its coordinates.
+        # The Gaussian Hessian costs the gradient some of its ε (a Gaussian's ε at the small δ
+        # users ask for is dear): taken only when it cuts the Hessian's noise by a fifth.
+        if gauss_last[1].noise_sd < 0.8 * knorm_last[1].noise_sd:
+            mechanism = MIXED if mixed_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
+        else:
+            mechanism = KNORM if knorm_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
+    final = {KNORM: knorm_last, GAUSSIAN: gauss_last, MIXED: mixed_last}[mechanism]
     rounds = early + [final[:2]]
     return GLMReleasePlan(family, n, d, epsilon, delta, tuple(r[0] for r in rounds),
                           tuple(r[1] for r in rounds),
