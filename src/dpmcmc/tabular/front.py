@@ -284,8 +284,9 @@ def glm(
         the noise and voids the guarantee; without a ``ledger`` (which refuses a repeated key)
         such a run warns (``KeyReuseWarning``). A published key voids it too.
     noise_sd : float, optional
-        Linear model: the declared (public) noise sd on the target's scale; default a quarter of
-        the target's declared range.
+        Linear model: the declared (public) residual sd on the target's scale. Default: the
+        noise-aware GLM infers it from a private release of Σ y² (10 % of the budget); a
+        sampler (``algorithm=...``) takes a quarter of the target's declared range.
     prior_sd : float, default 10
         Sd of the independent normal prior on the coefficients of the SCALED design (covariates
         in [-1, 1]; linear: target in [-1, 1] too).
@@ -297,7 +298,7 @@ def glm(
         if it would exceed the declared total (see :class:`dpmcmc.Ledger`).
     **sampler_params
         ``"noise-aware-glm"``: ``draws`` (per chain, default 1000), ``steps``, ``final_share``,
-        ``hessian_share``, ``mechanism`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
+        ``hessian_share``, ``sum_of_squares_share``, ``mechanism`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
         passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
         ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
         ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01, and the start is
