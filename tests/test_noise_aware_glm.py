@@ -384,3 +384,20 @@ def test_release_plan_refuses_degenerate_splits(kw):
     family = kw.pop("family", "logistic")
     with pytest.raises(ValueError, match=next(iter(kw)) if "steps" not in kw else "steps"):
         nag.release_plan(family, 100, 3, 1.0, 1e-6, **kw)
+
+
+def test_linear_plan_releases_the_sum_of_squares_within_the_budget():
+    """Without a declared residual sd the linear plan adds a release of Σ y² (per-record range
+    [0, 1]) to its round and the composition still spends at most (ε, δ); with one declared it
+    makes no such release."""
+    for eps, mech in ((1.0, "auto"), (4.0, "knorm"), (2.0, "gaussian"), (2.0, "mixed")):
+        plan = nag.release_plan("linear", 1000, 4, eps, 1e-6, mechanism=mech)
+        ss = plan.sum_of_squares
+        assert ss is not None and ss in plan.releases() and ss.size == 1
+        assert ss.bound == 1.0 and (ss.kind != "knorm" or list(ss.widths()) == [1.0])
+        assert plan.epsilon_spent() <= eps * (1 + 1e-9)
+        assert any(m["name"].startswith("sum of squares") for m in plan.mechanisms())
+    declared = nag.release_plan("linear", 1000, 4, 1.0, 1e-6, noise_sd=0.3)
+    assert declared.sum_of_squares is None and declared.noise_sd == 0.3
+    with pytest.raises(ValueError, match="noise_sd"):
+        nag.release_plan("logistic", 1000, 4, 1.0, 1e-6, noise_sd=0.3)

@@ -621,6 +621,13 @@ def curvature_shrinkage(plan: GLMReleasePlan) -> float:
     return hessian_floor(plan.hessians[-1].noise_sd, plan.d, plan.draw_floor_factor)
 
 
+def _shrink_eigenvalues(vals, t, cap):
+    """λ ↦ (λ² − t²)/λ above t, 0 below, at most ``cap``: a resolved direction (λ ≫ t) moves
+    by t²/λ only (relative bias (t/λ)²), an unresolved one goes to 0."""
+    vpos = jnp.maximum(vals, t)
+    return jnp.clip((vpos * vpos - t * t) / jnp.maximum(vpos, 1e-300), 0.0, cap)
+
+
 def _curvature_cap(plan: GLMReleasePlan) -> float:
     # Largest eigenvalue a Hessian of n records in the box can have: n · (weight bound) · d
     # (each record adds w x̃x̃ᵀ with ‖x̃‖² ≤ d).
@@ -679,11 +686,7 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
         k1, k2, k3, k4, k5 = jax.random.split(k, 5)
         hz = h_rel - _noise_draw(k1, hess)
         vals, vecs = linalg.eigh(0.5 * (hz + hz.T))
-        # λ ↦ (λ² − t²)/λ above t, 0 below: a resolved direction (λ ≫ t) moves by t²/λ only
-        # (relative bias (t/λ)², so the centre stays put), an unresolved one goes to 0.
-        vpos = jnp.maximum(vals, shrink)
-        h = (vecs * jnp.clip((vpos * vpos - shrink * shrink) / jnp.maximum(vpos, 1e-300),
-                             0.0, cap)) @ vecs.T
+        h = (vecs * _shrink_eigenvalues(vals, shrink, cap)) @ vecs.T
         if plan.family == "logistic":
             s2 = 1.0
         elif not infer:
