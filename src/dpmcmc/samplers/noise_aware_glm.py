@@ -123,12 +123,13 @@ DEFAULT_STEPS = 6
 #: Default share of the Gaussian-only budget μ_all left to the last round (the early rounds
 #: spend the rest).
 DEFAULT_FINAL_SHARE = 0.8
-#: Default share of each round's budget spent on its Hessian, per family. Large because the
-#: posterior falls back to the prior in any direction whose curvature the Hessian's noise
-#: cannot resolve: on the development tables a share of 0.5 instead of 0.2 cut the median worst
-#: error from 18 to 3.5 non-private sds (ISLR Default, ε = 4) and from 6.0 to 2.4 (Ecdat HI,
-#: ε = 2), coverage still ≥ 0.92 (docs/calibration.md).
-DEFAULT_HESSIAN_SHARE = 0.5
+#: Default share of each round's budget spent on its Hessian, per family. A larger logistic
+#: share resolves more curvature (0.5 cut the median worst error on ISLR Default at ε = 4 from
+#: 18 to 3.5 non-private sds) but broke calibration on rare outcomes (3 % base rate, n = 1000 at
+#: ε = 4 and n = 10⁴ at ε = 1: joint 90 % coverage 0.69; benchmarks/results/
+#: calibration_logistic_hessian_share_0.5.json), so it stays 0.2. Linear: 0.4, since its single
+#: round's curvature ``Σ x̃x̃ᵀ`` must be resolved for any coefficient to be.
+DEFAULT_HESSIAN_SHARE = 0.2
 LINEAR_HESSIAN_SHARE = 0.4
 #: Linear family, residual sd inferred: default share of the round's budget spent on ``Σ y²``.
 DEFAULT_SS_SHARE = 0.1
@@ -344,7 +345,7 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         early rounds spend the rest, in geometric weights 1, 2, 4, …; ignored when
         ``steps == 1``).
     hessian_share : float in (0, 1), optional
-        Share of each round's budget for its Hessian release; default 0.5 (logistic), 0.4
+        Share of each round's budget for its Hessian release; default 0.2 (logistic), 0.4
         (linear).
     mechanism : {"auto", "gaussian", "knorm", "mixed"}
         The last round's mechanisms. ``"auto"``: the Hessian's by the smaller noise sd of its
