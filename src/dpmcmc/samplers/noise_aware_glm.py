@@ -702,19 +702,35 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
             s_lo2 = 2.0 * plan.sum_of_squares.noise_sd / nu
             rss = jnp.clip(ss_true - fitted, nu * s_lo2, float(nu))
             s2 = rss / (2.0 * jax.random.gamma(k4, nu / 2.0, dtype=jnp.float64))
-        a = s2 * h + sz
-        # Through dpmcmc.linalg: under the vmap below, one matrix per LAPACK call (a batched
-        # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
-        la = linalg.cholesky(a)
-        x = linalg.solve_triangular(la, h, lower=True)            # L_A⁻¹ H
-        r = linalg.solve_triangular(la, g_rel + h @ theta_k, lower=True)
-        chol = linalg.cholesky(x.T @ x + prior_prec)
-        mean = linalg.cho_solve(chol, x.T @ r)
+        mean, chol = _conjugate(h, s2, sz, g_rel, theta_k, prior_prec)
+        if CENTRE_FROM_UNSHRUNK:
+            # The centre from the curvature draw itself (eigenvalues only kept ≥ 0): shrinking
+            # moves a resolved direction's centre by t²/λ of its step, a bias the width does
+            # not cover (a linear table: θ_K = 0, so the whole estimate is that step).
+            h_c = (vecs * jnp.clip(vals, 0.0, cap)) @ vecs.T
+            mean = _conjugate(h_c, s2, sz, g_rel, theta_k, prior_prec)[0]
         z = jax.random.normal(k5, (d,), jnp.float64)
-        # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Λ⁻¹.
+        # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Λ⁻¹ (Λ from the shrunk curvature).
         return mean + linalg.solve_triangular(chol.T, z, lower=False)
 
     return jax.vmap(one)(jax.random.split(key, num))
+
+
+#: Centre each draw on the conjugate mean of the unshrunk curvature draw (the width keeps the
+#: shrunk one's): :func:`noise_aware_draws`.
+CENTRE_FROM_UNSHRUNK = True
+
+
+def _conjugate(h, s2, sz, g_rel, theta_k, prior_prec):
+    """Mean and Cholesky factor of the precision of θ's Gaussian posterior given curvature
+    ``h``: ``ĝ ~ N(h(θ − θ_K), s²h + Σ_z)``, prior N(0, P⁻¹)."""
+    # Through dpmcmc.linalg: under the vmap of the draws, one matrix per LAPACK call (a batched
+    # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
+    la = linalg.cholesky(s2 * h + sz)
+    x = linalg.solve_triangular(la, h, lower=True)            # L_A⁻¹ H
+    r = linalg.solve_triangular(la, g_rel + h @ theta_k, lower=True)
+    chol = linalg.cholesky(x.T @ x + prior_prec)
+    return linalg.cho_solve(chol, x.T @ r), chol
 
 
 def _sum_of_squares(key, y, plan: GLMReleasePlan, noise: NoiseSource) -> jax.Array:
