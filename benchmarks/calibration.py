@@ -166,7 +166,8 @@ def report(rows: list, command: str) -> None:
         "and to 0 below it (a direction the noise cannot resolve falls back to the prior), "
         "takes the residual variance from RSS/χ² (linear, RSS from the releases), then draws θ "
         "from the Gaussian posterior of the score model ĝ = H(θ − θ_K) + e + z under the "
-        "N(0, 10²) prior. Every noise source of the last round is carried; the early rounds "
+        "N(0, 10²) prior (its width from the shrunk curvature, its centre from the unshrunk "
+        "draw). Every noise source of the last round is carried; the early rounds "
         "only choose the point θ_K (post-processing).",
         "",
         "Reading the table. The intervals are the sample quantiles of the `draws` posterior "

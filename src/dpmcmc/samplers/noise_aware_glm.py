@@ -77,7 +77,8 @@ noise, and the curvature ``Ĥ = H + z_H``. Each draw (:func:`noise_aware_draws`)
 curvature from the releases (``Ĥ`` minus a fresh noise draw), with every eigenvalue that the
 noise cannot resolve sent to 0 (:func:`curvature_shrinkage`: otherwise a curvature made of
 noise would make the posterior narrow), then θ from the Gaussian posterior of the score model
-under the N(0, τ²) prior: precision ``H (s²H + κ²Σ_z)⁻¹ H + P``. Where the curvature is small
+under the N(0, τ²) prior: precision ``H (s²H + κ²Σ_z)⁻¹ H + P`` (centred where the unshrunk
+curvature draw puts it: the shrinkage widens, it does not move the centre). Where the curvature is small
 next to the noise this is the prior, not the noisy score extrapolated; where the releases
 resolve it, the spread is the sampling spread plus the privacy noise's. So the draws carry the
 noise of the score, of the curvature and, for linear regression without a declared residual sd,
@@ -660,7 +661,9 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
        N(0, P⁻¹) prior: precision ``Λ = H A⁻¹ H + P``, ``A = s²H + κ²Σ_z``, mean
        ``Λ⁻¹ H A⁻¹ (ĝ + H θ_K)`` (:func:`kappa` widens the K-norm noise's Gaussian stand-in).
        Where the curvature is small next to the noise this is the prior, not a wild
-       extrapolation of the noisy score.
+       extrapolation of the noisy score. With :data:`CENTRE_FROM_UNSHRUNK` (the default) the
+       mean is computed from the draw's unshrunk curvature (eigenvalues kept ≥ 0), ``Λ``
+       from the shrunk one.
 
     Parameters
     ----------
