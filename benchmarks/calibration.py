@@ -241,8 +241,9 @@ def main() -> None:
     if args.report_only:
         command = ("the points in benchmarks/results/calibration.json were measured by "
                    "`PYTHONPATH=src nice -n 10 python benchmarks/calibration.py --reps 100 "
-                   "--draws 150 --d 2 --n 100,1000,10000 --eps 1,4`, then the same with "
-                   "`--d 10` (stopped after 9 of its 18 points for time); report: " + command)
+                   "--draws 150 --n 100,1000,10000 --eps 1,4` (every family and d), then "
+                   "`... --n 300,30 --eps 0.3,1,4`, stopped for time after the points listed; "
+                   "report: " + command)
     report(rows, command)
     figure(rows)
 
