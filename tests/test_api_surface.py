@@ -66,6 +66,7 @@ PRIVATE_PIECE_TESTS = {
                                 "dpmcmc.samplers.noise_aware_glm._clipped_sum",
                                 "dpmcmc.samplers.noise_aware_glm._releases"},
     "test_pool_deadlock.py": {"dpmcmc.samplers.noise_aware_glm._releases",
+                              "dpmcmc.samplers.noise_aware_glm._sum_of_squares",
                               "dpmcmc.samplers.private_newton._round",
                               "dpmcmc.tabular.front._build_model"},
 }

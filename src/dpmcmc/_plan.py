@@ -375,13 +375,14 @@ def _one_shot_plan(request, spec, prepared: dict, n: int, model: Any) -> Plan:
                          f"{report.accountant} accountant bounds them only by ε = "
                          f"{report.epsilon:.4g}: use accountant='pld' (the default)")
     noise = spec.noise_lines(dict(prepared, **split), n, model.dim, 1.0)
+    notes = () if spec.notes is None else spec.notes(dict(prepared, **split), n, model.dim)
     warns, blocking = _warnings(1, (), request.chains, from_budget=False, epsilon=request.epsilon)
     return Plan(algorithm=name, n=n, dim=model.dim, chains=request.chains,
                 epsilon=float(request.epsilon), delta=float(request.delta),
                 accountant=report.accountant, relation=report.relation,
                 iterations=int(prepared.get("draws", 1)), warmup=0,
                 epsilon_spent=float(report.epsilon), params=dict(prepared), noise=noise,
-                warnings=warns, blocking=blocking, notes=(),
+                warnings=warns, blocking=blocking, notes=tuple(notes),
                 start="none: one set of releases, then independent draws",
                 secure=request.secure is not None, private_start=None, report=report)
 

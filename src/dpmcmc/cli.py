@@ -467,7 +467,7 @@ def sample_command(
         None, "--grad-clip", help="Samplers: b_g (default from the declared bounds)."
     ),
     noise_sd: Optional[float] = typer.Option(
-        None, "--noise-sd", help="linear: declared noise sd on the target's scale (default: range/4)."
+        None, "--noise-sd", help="linear: declared residual sd on the target's scale (default: inferred privately by the noise-aware GLM; range/4 for the samplers)."
     ),
     prior_sd: Optional[float] = typer.Option(
         None, "--prior-sd", help="Prior sd of the scaled-design coefficients (default 10)."

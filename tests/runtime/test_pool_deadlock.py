@@ -142,14 +142,17 @@ def test_helpers_equal_jax_bit_for_bit():
 # --------------------------------------------------------------------------- the programs
 
 def _glm_programs(family, d, mechanism, n=30, draws=64):
-    """``nag.fit``'s two programs as fit jits them: ``(function, arguments, static_argnums)``."""
+    """``nag.fit``'s programs as fit jits them: ``(function, arguments, static_argnums)``."""
     plan = nag.release_plan(family, n, d, 1.0, 1e-6, mechanism=mechanism)
     key, prior = jax.random.key(0), jnp.eye(d)
-    grad, hess = plan.gradients[-1], plan.hessians[-1]
-    return [(nag._releases, (key, jnp.zeros((n, d)), jnp.zeros(n), plan, prior,
-                             nag.NoiseSource()), (3,)),
-            (nag.noise_aware_draws, (key, jnp.zeros(d), jnp.zeros(d), jnp.eye(d), grad, hess,
-                                     prior, draws, 0.1), (4, 5, 7))]
+    ss = None if plan.sum_of_squares is None else jnp.ones(1)
+    out = [(nag._releases, (key, jnp.zeros((n, d)), jnp.zeros(n), plan, prior,
+                            nag.NoiseSource()), (3,)),
+           (nag.noise_aware_draws, (key, jnp.zeros(d), jnp.zeros(d), jnp.eye(d), plan, prior,
+                                    draws, ss), (4, 6))]
+    if ss is not None:
+        out.append((nag._sum_of_squares, (key, jnp.zeros(n), plan, nag.NoiseSource()), (2,)))
+    return out
 
 
 @pytest.mark.parametrize("family,d,mechanism", [

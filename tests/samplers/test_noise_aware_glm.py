@@ -93,15 +93,21 @@ def test_gaussian_only_plan_spends_exactly_the_gaussian_budget():
         assert math.isclose(r.mu, (2 * r.bound) ** 2 / (2 * r.sigma ** 2), rel_tol=1e-12)
 
 
-def test_auto_mechanism_is_the_one_with_less_gradient_noise():
-    """The choice is made from public inputs: both candidate last rounds are built and the one
-    whose gradient noise sd is smaller is kept (K-norm for small d, Gaussian for large d)."""
+def test_auto_mechanism_is_the_one_with_less_noise():
+    """The choice is made from public inputs: the candidate last rounds are built; the Hessian
+    is Gaussian when that cuts its entry noise by a fifth (else K-norm), then among the rounds
+    with that Hessian the one with the smaller gradient noise is kept (K-norm for small d,
+    Gaussian for large d)."""
     for d, eps in ((4, 4.0), (4, 1.0), (12, 4.0), (80, 2.0), (150, 8.0)):
         auto = nag.release_plan("logistic", 10_000, d, eps, 1e-6)
-        sds = {m: nag.release_plan("logistic", 10_000, d, eps, 1e-6, mechanism=m).gradients[-1].noise_sd
-               for m in ("gaussian", "knorm")}
-        assert auto.gradients[-1].noise_sd == min(sds.values())
-        assert auto.gradients[-1].kind == min(sds, key=sds.get)
+        cand = {m: nag.release_plan("logistic", 10_000, d, eps, 1e-6, mechanism=m)
+                for m in ("gaussian", "knorm", "mixed")}
+        h_kind = ("gaussian" if cand["gaussian"].hessians[-1].noise_sd
+                  < 0.8 * cand["knorm"].hessians[-1].noise_sd else "knorm")
+        assert auto.hessians[-1].kind == h_kind
+        same = [m for m in cand if cand[m].hessians[-1].kind == h_kind]
+        assert auto.gradients[-1].noise_sd == min(cand[m].gradients[-1].noise_sd for m in same)
+        assert auto.epsilon_spent() <= eps * (1 + 1e-9)
     assert nag.release_plan("logistic", 10_000, 4, 4.0, 1e-6).gradients[-1].kind == "knorm"
     assert nag.release_plan("logistic", 10_000, 150, 8.0, 1e-6).gradients[-1].kind == "gaussian"
 
@@ -114,7 +120,7 @@ def test_per_record_bounds_hold_on_the_whole_box():
     rng = np.random.default_rng(1)
     inside = np.column_stack([np.ones(500), rng.uniform(-1, 1, (500, d - 1))])
     X = np.vstack([corners, inside])
-    plan = nag.release_plan("logistic", 10, d, 1.0, 1e-6)
+    plan = nag.release_plan("logistic", 10, d, 1.0, 1e-6, mechanism="knorm")
     g_box, h_box = plan.gradients[-1].bound, plan.hessians[-1].bound
     assert plan.gradients[-1].kind == "knorm" and (g_box, h_box) == (1.0, 0.25)
     for theta in (np.zeros(d), rng.normal(0, 3, d), np.array([0.0, 10.0, -10.0, 10.0])):
@@ -380,3 +386,20 @@ def test_release_plan_refuses_degenerate_splits(kw):
     family = kw.pop("family", "logistic")
     with pytest.raises(ValueError, match=next(iter(kw)) if "steps" not in kw else "steps"):
         nag.release_plan(family, 100, 3, 1.0, 1e-6, **kw)
+
+
+def test_linear_plan_releases_the_sum_of_squares_within_the_budget():
+    """Without a declared residual sd the linear plan adds a release of Σ y² (per-record range
+    [0, 1]) to its round and the composition still spends at most (ε, δ); with one declared it
+    makes no such release."""
+    for eps, mech in ((1.0, "auto"), (4.0, "knorm"), (2.0, "gaussian"), (2.0, "mixed")):
+        plan = nag.release_plan("linear", 1000, 4, eps, 1e-6, mechanism=mech)
+        ss = plan.sum_of_squares
+        assert ss is not None and ss in plan.releases() and ss.size == 1
+        assert ss.bound == 1.0 and (ss.kind != "knorm" or list(ss.widths()) == [1.0])
+        assert plan.epsilon_spent() <= eps * (1 + 1e-9)
+        assert any(m["name"].startswith("sum of squares") for m in plan.mechanisms())
+    declared = nag.release_plan("linear", 1000, 4, 1.0, 1e-6, noise_sd=0.3)
+    assert declared.sum_of_squares is None and declared.noise_sd == 0.3
+    with pytest.raises(ValueError, match="noise_sd"):
+        nag.release_plan("logistic", 1000, 4, 1.0, 1e-6, noise_sd=0.3)

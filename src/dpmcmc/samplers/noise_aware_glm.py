@@ -32,10 +32,11 @@ The per-record bounds come from the declared box alone:
   coordinate lies in ``[−1, 1]`` and ``‖∇ℓ_i‖ ≤ √d``; ``−∇²ℓ_i = σ(z)(1 − σ(z)) x̃x̃ᵀ``, so each
   diagonal entry lies in ``[0, 1/4]``, each off-diagonal one in ``[−1/4, 1/4]`` and
   ``‖·‖_F ≤ d/4``;
-* linear with declared noise sd ``s`` (target scaled to ``[-1, 1]``): ``ℓ_i`` is quadratic in θ,
-  so one round at ``θ₀ = 0`` is exact: ``∇ℓ_i(0) = y x̃ / s²`` (coordinates in ``[−1/s², 1/s²]``,
-  norm ≤ ``√d / s²``) and ``−∇²ℓ_i = x̃x̃ᵀ / s²`` (diagonal in ``[0, 1/s²]``, off-diagonal in
-  ``[−1/s², 1/s²]``, Frobenius ≤ ``d / s²``): the sufficient statistics ``Σ y x̃`` and ``Σ x̃x̃ᵀ``.
+* linear (target scaled to ``[-1, 1]``, residual sd ``s``): ``ℓ_i`` is quadratic in θ,
+  so one round at ``θ₀ = 0`` is exact: it releases the sufficient statistics ``Σ y x̃``
+  (coordinates in ``[−1, 1]``, norm ≤ ``√d``) and ``Σ x̃x̃ᵀ`` (diagonal in ``[0, 1]``,
+  off-diagonal in ``[−1, 1]``, Frobenius ≤ ``d``), and, unless a residual sd is declared,
+  ``Σ y²`` (each term in ``[0, 1]``) for the residual variance.
 
 Inside the box nothing is clipped (the bounds hold for every record), so the releases are exact
 statistics plus noise. Two mechanisms, each calibrated to the replace-one sensitivity:
@@ -69,19 +70,25 @@ that scale.
 
 The noise-aware posterior (post-processing)
 -------------------------------------------
-The last round's releases define the local log-likelihood
-``ℓ(θ) ≈ gᵀ(θ − θ_K) − ½ (θ − θ_K)ᵀ H (θ − θ_K)`` with the *true* ``g, H`` unknown. Under a flat
-prior on them, given the releases they are the released values minus a draw of the (known,
-symmetric) noise distribution; each posterior draw takes one such ``(g, H)`` (``H`` projected
-onto the positive semi-definite cone) and then draws θ exactly from the Gaussian
-``N(θ_K + Q⁻¹(g − P θ_K), Q⁻¹)``, ``Q = H + P``. So the draws carry the privacy noise as extra
-posterior spread (the sd grows by about √(1 + v λ⁻¹) in a direction of Hessian eigenvalue λ,
-v the gradient noise variance). The draws are independent, so every chain is already mixed;
-there is no warm-up. The noise draws of this step use public randomness.
+The last round's releases at the public point ``θ_K`` are modelled given θ: the score
+``ĝ = H(θ − θ_K) + e + z`` with ``e ~ N(0, s²H)`` the records' sampling noise (the
+Bernstein–von Mises / CLT model; exact for the linear family, ``θ_K = 0``), ``z`` the release's
+noise, and the curvature ``Ĥ = H + z_H``. Each draw (:func:`noise_aware_draws`) takes a
+curvature from the releases (``Ĥ`` minus a fresh noise draw), with every eigenvalue that the
+noise cannot resolve sent to 0 (:func:`curvature_shrinkage`: otherwise a curvature made of
+noise would make the posterior narrow), then θ from the Gaussian posterior of the score model
+under the N(0, τ²) prior: precision ``H (s²H + κ²Σ_z)⁻¹ H + P`` (centred where the unshrunk
+curvature draw puts it: the shrinkage widens, it does not move the centre). Where the curvature is small
+next to the noise this is the prior, not the noisy score extrapolated; where the releases
+resolve it, the spread is the sampling spread plus the privacy noise's. So the draws carry the
+noise of the score, of the curvature and, for linear regression without a declared residual sd,
+of the released ``Σ y²`` (the residual variance ``s²`` drawn from ``RSS/χ²_{n−d}``, RSS from
+the releases). The draws are independent: no chains to mix, no warm-up. Their randomness is
+public.
 
-This is a Laplace (Bernstein–von Mises) approximation: accurate when the posterior is close to
-Gaussian (many records per coefficient), coarser for small n or separable data. How close it
-gets on real tables, and where it cannot: docs/tutorial_real_data.md.
+Calibration on tables simulated from the model (coverage of the true coefficients by the
+central 50 % and 90 % intervals): :mod:`dpmcmc.tabular.calibration`, benchmarks/calibration.py,
+docs/calibration.md.
 
 Reads the data
 --------------
@@ -102,20 +109,31 @@ from dpmcmc import linalg
 from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
 __all__ = ["FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan", "release_plan", "fit",
-           "hessian_floor", "noise_aware_draws", "MAX_STEP"]
+           "hessian_floor", "noise_aware_draws", "curvature_shrinkage", "kappa", "MAX_STEP"]
 
 FAMILIES = ("logistic", "linear")
 GAUSSIAN = "gaussian"
+SUM_OF_SQUARES = "sum of squares"
 KNORM = "knorm"
-#: Choices of the last round's mechanism ("auto": the one with the smaller gradient variance).
-MECHANISMS = ("auto", GAUSSIAN, KNORM)
+MIXED = "mixed"
+#: Choices of the last round's mechanisms: all Gaussian, all K-norm, or "mixed" (Gaussian
+#: Hessian, K-norm gradient); "auto" picks from public inputs (:func:`release_plan`).
+MECHANISMS = ("auto", GAUSSIAN, KNORM, MIXED)
 #: Default number of Newton rounds for the logistic family (linear needs one).
 DEFAULT_STEPS = 6
 #: Default share of the Gaussian-only budget μ_all left to the last round (the early rounds
 #: spend the rest).
 DEFAULT_FINAL_SHARE = 0.8
-#: Default share of each round's budget spent on its Hessian.
+#: Default share of each round's budget spent on its Hessian, per family. A larger logistic
+#: share resolves more curvature (0.5 cut the median worst error on ISLR Default at ε = 4 from
+#: 18 to 3.5 non-private sds) but broke calibration on rare outcomes (3 % base rate, n = 1000 at
+#: ε = 4 and n = 10⁴ at ε = 1: joint 90 % coverage 0.69; benchmarks/results/
+#: calibration_logistic_hessian_share_0.5.json), so it stays 0.2. Linear: 0.4, since its single
+#: round's curvature ``Σ x̃x̃ᵀ`` must be resolved for any coefficient to be.
 DEFAULT_HESSIAN_SHARE = 0.2
+LINEAR_HESSIAN_SHARE = 0.4
+#: Linear family, residual sd inferred: default share of the round's budget spent on ``Σ y²``.
+DEFAULT_SS_SHARE = 0.1
 #: Ratio of the budgets of consecutive early rounds (the first is farthest from the mode and
 #: needs only the direction of the step).
 EARLY_GROWTH = 2.0
@@ -124,11 +142,11 @@ MAX_STEP = 3.0
 #: Default multiplier of the noise-level eigenvalue floor of released Hessians
 #: (:func:`hessian_floor`).
 DEFAULT_FLOOR_FACTOR = 1.0
-#: Default multiplier of the (lower) floor of the Hessians drawn in the noise-aware posterior.
-#: Lower than the Newton moves' floor on purpose: a direction whose curvature the releases
-#: cannot resolve should come out WIDE (honest) rather than narrow; with the full floor the
-#: ISLR Default runs at ε = 4 were off by ~4 private sds, with 0.3 by ~1.2 (scripts/real_data_eval.py).
-DEFAULT_DRAW_FLOOR_FACTOR = 0.3
+#: Default multiplier of the shrinkage of the curvatures drawn in the noise-aware posterior
+#: (:func:`curvature_shrinkage`): a direction whose curvature the releases cannot resolve
+#: comes out as wide as the prior allows, not as narrow as the noise's size would make it
+#: (chosen by the calibration grid, docs/calibration.md).
+DEFAULT_DRAW_FLOOR_FACTOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -137,7 +155,7 @@ class GLMRelease:
 
     Attributes
     ----------
-    statistic : {"gradient", "Hessian"}
+    statistic : {"gradient", "Hessian", "sum of squares"}
     round : int
         0-based round.
     kind : {"gaussian", "knorm"}
@@ -167,6 +185,8 @@ class GLMRelease:
         Hessian, d² for a Gaussian one (noised whole, then symmetrised)."""
         if self.statistic == "gradient":
             return self.d
+        if self.statistic == SUM_OF_SQUARES:
+            return 1
         return self.d * (self.d + 1) // 2 if self.kind == KNORM else self.d * self.d
 
     @property
@@ -182,6 +202,8 @@ class GLMRelease:
         largest change of that coordinate between two data sets that differ in one record)."""
         if self.statistic == "gradient":
             return np.full(self.d, 2.0 * self.bound)
+        if self.statistic == SUM_OF_SQUARES:  # y² ∈ [0, bound]: a change of at most the bound
+            return np.full(1, self.bound)
         iu = np.triu_indices(self.d)
         return np.where(iu[0] == iu[1], self.bound, 2.0 * self.bound)
 
@@ -192,7 +214,7 @@ class GLMRelease:
         if self.kind == GAUSSIAN:
             return self.sigma
         m = self.size
-        return math.sqrt((m + 1) * (m + 2) / 3.0) * 2.0 * self.bound / self.epsilon
+        return math.sqrt((m + 1) * (m + 2) / 3.0) * float(np.max(self.widths())) / self.epsilon
 
     def report_entry(self) -> dict:
         """The release as a PrivacyReport mechanism entry."""
@@ -218,11 +240,15 @@ class GLMReleasePlan:
         The budget.
     gradients, hessians : tuple of GLMRelease
         Each round's gradient and Hessian release.
-    noise_sd : float
-        Linear family: the declared noise sd of the scaled target (enters the bounds).
+    noise_sd : float or None
+        Linear family: the declared residual sd of the scaled target; None (the default): it
+        is inferred from the released ``Σ y²`` (:attr:`sum_of_squares`).
     floor_factor, draw_floor_factor : float
         Multipliers of the noise-level eigenvalue floor (:func:`hessian_floor`) of the released
-        Hessians in the Newton moves and in the noise-aware draws.
+        Hessians in the Newton moves and of the curvature shrinkage in the noise-aware draws
+        (:func:`noise_aware_draws`).
+    sum_of_squares : GLMRelease or None
+        Linear family with the residual sd inferred: the release of ``Σ y²`` (last round).
     """
 
     family: str
@@ -232,17 +258,20 @@ class GLMReleasePlan:
     delta: float
     gradients: tuple
     hessians: tuple
-    noise_sd: float = 0.5
+    noise_sd: Optional[float] = None
     floor_factor: float = DEFAULT_FLOOR_FACTOR
     draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR
+    sum_of_squares: Optional[GLMRelease] = None
 
     @property
     def steps(self) -> int:
         return len(self.gradients)
 
     def releases(self) -> tuple:
-        """Every release, round by round (gradient, then Hessian)."""
-        return tuple(r for pair in zip(self.gradients, self.hessians) for r in pair)
+        """Every release, round by round (gradient, then Hessian; the linear family's ``Σ y²``
+        last)."""
+        out = tuple(r for pair in zip(self.gradients, self.hessians) for r in pair)
+        return out if self.sum_of_squares is None else out + (self.sum_of_squares,)
 
     @property
     def mu_total(self) -> float:
@@ -262,33 +291,27 @@ class GLMReleasePlan:
 
     @property
     def grad_bound(self) -> float:
-        """Per-record L2 bound of the gradient (√d logistic, √d/s² linear)."""
-        return _bounds(self.family, self.d, self.noise_sd)[0]
+        """Per-record L2 bound of the gradient (√d)."""
+        return _bounds(self.family, self.d)[0]
 
     @property
     def hess_bound(self) -> float:
-        """Per-record Frobenius bound of the Hessian (d/4 logistic, d/s² linear)."""
-        return _bounds(self.family, self.d, self.noise_sd)[1]
+        """Per-record Frobenius bound of the Hessian (d/4 logistic, d linear)."""
+        return _bounds(self.family, self.d)[1]
 
     def mechanisms(self) -> list:
         """The releases as PrivacyReport mechanism entries."""
         return [r.report_entry() for r in self.releases()]
 
 
-def _bounds(family: str, d: int, noise_sd: float) -> tuple[float, float]:
+def _bounds(family: str, d: int) -> tuple[float, float]:
     """Per-record (L2 gradient, Frobenius Hessian) bounds on the declared box."""
-    if family == "logistic":
-        return math.sqrt(d), d / 4.0
-    s2 = noise_sd * noise_sd
-    return math.sqrt(d) / s2, d / s2
+    return (math.sqrt(d), d / 4.0) if family == "logistic" else (math.sqrt(d), float(d))
 
 
-def _coordinate_bounds(family: str, noise_sd: float) -> tuple[float, float]:
+def _coordinate_bounds(family: str) -> tuple[float, float]:
     """Per-record bounds of one gradient coordinate and one Hessian entry on the declared box."""
-    if family == "logistic":
-        return 1.0, 0.25
-    s2 = noise_sd * noise_sd
-    return 1.0 / s2, 1.0 / s2
+    return (1.0, 0.25) if family == "logistic" else (1.0, 1.0)
 
 
 def _check_share(name: str, v) -> float:
@@ -301,9 +324,10 @@ def _check_share(name: str, v) -> float:
 def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                  steps: Optional[int] = None,
                  final_share: float = DEFAULT_FINAL_SHARE,
-                 hessian_share: float = DEFAULT_HESSIAN_SHARE,
+                 hessian_share: Optional[float] = None,
                  mechanism: str = "auto",
-                 noise_sd: float = 0.5,
+                 noise_sd: Optional[float] = None,
+                 sum_of_squares_share: float = DEFAULT_SS_SHARE,
                  floor_factor: float = DEFAULT_FLOOR_FACTOR,
                  draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR) -> GLMReleasePlan:
     """Split the budget (ε, δ) over the rounds (public inputs only; module docstring).
@@ -321,13 +345,19 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         Share of the Gaussian-only budget ``gaussian_mu(ε, δ)`` left to the last round (the
         early rounds spend the rest, in geometric weights 1, 2, 4, …; ignored when
         ``steps == 1``).
-    hessian_share : float in (0, 1)
-        Share of each round's budget for its Hessian release.
-    mechanism : {"auto", "gaussian", "knorm"}
-        The last round's mechanism. ``"auto"``: the one whose gradient noise has the smaller
-        variance (decided from d, ε, δ and the bounds, never from data).
-    noise_sd : float
-        Linear family: the declared noise sd on the scaled target.
+    hessian_share : float in (0, 1), optional
+        Share of each round's budget for its Hessian release; default 0.2 (logistic), 0.4
+        (linear).
+    mechanism : {"auto", "gaussian", "knorm", "mixed"}
+        The last round's mechanisms. ``"auto"``: the Hessian's by the smaller noise sd of its
+        entries (K-norm or Gaussian), then the gradient's by the smaller noise sd of its
+        coordinates (decided from d, ε, δ and the bounds, never from data).
+    noise_sd : float, optional
+        Linear family: a declared residual sd on the scaled target. Default (None): inferred
+        from a release of ``Σ y²`` in the (single) round.
+    sum_of_squares_share : float in (0, 1)
+        Linear family with the residual sd inferred: share of the round's budget for ``Σ y²``
+        (taken from the gradient's share).
     floor_factor, draw_floor_factor : float
         See :class:`GLMReleasePlan`.
     """
@@ -346,16 +376,27 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     if family == "linear" and steps != 1:
         raise ValueError("steps: the linear family is exact in one round (steps=1)")
     final_share = _check_share("final_share", final_share)
+    if hessian_share is None:
+        hessian_share = DEFAULT_HESSIAN_SHARE if family == "logistic" else LINEAR_HESSIAN_SHARE
     hessian_share = _check_share("hessian_share", hessian_share)
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    if noise_sd is not None:
+        if family != "linear":
+            raise ValueError("noise_sd applies to the linear family only")
+        noise_sd = check_positive("noise_sd", noise_sd)
+    infer = family == "linear" and noise_sd is None
+    ss_share = _check_share("sum_of_squares_share", sum_of_squares_share) if infer else 0.0
+    if hessian_share + ss_share >= 1.0:
+        raise ValueError("hessian_share + sum_of_squares_share must be below 1")
+    g_share = 1.0 - hessian_share - ss_share
     steps, n, d = int(steps), int(n), int(d)
     mu_all = gaussian_mu(epsilon, delta)
-    g_l2, h_fro = _bounds(family, d, noise_sd)
-    g_box, h_box = _coordinate_bounds(family, noise_sd)
+    g_l2, h_fro = _bounds(family, d)
+    g_box, h_box = _coordinate_bounds(family)
 
     def gaussian_round(k: int, mu: float) -> tuple:
-        return (GLMRelease("gradient", k, GAUSSIAN, d, g_l2, mu=mu * (1.0 - hessian_share)),
+        return (GLMRelease("gradient", k, GAUSSIAN, d, g_l2, mu=mu * g_share),
                 GLMRelease("Hessian", k, GAUSSIAN, d, h_fro, mu=mu * hessian_share))
 
     early = []
@@ -365,18 +406,42 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         weights = [EARLY_GROWTH ** k for k in range(steps - 1)]
         early = [gaussian_round(k, mu_early * w / sum(weights)) for k, w in enumerate(weights)]
     last = steps - 1
-    gauss_last = gaussian_round(last, mu_all - mu_early)
-    scale = max_pure_scale(epsilon, delta, [1.0 - hessian_share, hessian_share], mu=mu_early)
-    knorm_last = (GLMRelease("gradient", last, KNORM, d, g_box,
-                             epsilon=scale * (1.0 - hessian_share)),
-                  GLMRelease("Hessian", last, KNORM, d, h_box, epsilon=scale * hessian_share))
+    mu_last = mu_all - mu_early
+    gauss_last = gaussian_round(last, mu_last) + (
+        # y² ∈ [0, 1]: per-record bound 1 (sensitivity 2C = 2, twice the exact range: the
+        # Gaussian branch is chosen only at large d, where this release is a small part).
+        (GLMRelease(SUM_OF_SQUARES, last, GAUSSIAN, 1, 1.0, mu=mu_last * ss_share),)
+        if infer else (None,))
+    shares = [g_share, hessian_share] + ([ss_share] if infer else [])
+    scale = max_pure_scale(epsilon, delta, shares, mu=mu_early)
+    knorm_last = (GLMRelease("gradient", last, KNORM, d, g_box, epsilon=scale * g_share),
+                  GLMRelease("Hessian", last, KNORM, d, h_box, epsilon=scale * hessian_share),
+                  GLMRelease(SUM_OF_SQUARES, last, KNORM, 1, 1.0, epsilon=scale * ss_share)
+                  if infer else None)
+    # Mixed: the Hessian Gaussian (its d² entries cost less as a Gaussian than as one K-norm
+    # release once d is more than a few), the gradient (and Σ y²) K-norm with what is left.
+    mu_h = mu_last * hessian_share
+    pure_shares = [g_share] + ([ss_share] if infer else [])
+    scale_m = max_pure_scale(epsilon, delta, pure_shares, mu=mu_early + mu_h)
+    mixed_last = (GLMRelease("gradient", last, KNORM, d, g_box, epsilon=scale_m * g_share),
+                  GLMRelease("Hessian", last, GAUSSIAN, d, h_fro, mu=mu_h),
+                  GLMRelease(SUM_OF_SQUARES, last, KNORM, 1, 1.0, epsilon=scale_m * ss_share)
+                  if infer else None)
     if mechanism == "auto":
-        mechanism = KNORM if knorm_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
-    final = knorm_last if mechanism == KNORM else gauss_last
-    rounds = early + [final]
+        # Public inputs only (d, ε, δ, the bounds): the Hessian's mechanism by the noise sd of
+        # its entries, then the gradient's by the noise sd of its coordinates.
+        # The Gaussian Hessian costs the gradient some of its ε (a Gaussian's ε at the small δ
+        # users ask for is dear): taken only when it cuts the Hessian's noise by a fifth.
+        if gauss_last[1].noise_sd < 0.8 * knorm_last[1].noise_sd:
+            mechanism = MIXED if mixed_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
+        else:
+            mechanism = KNORM if knorm_last[0].noise_sd < gauss_last[0].noise_sd else GAUSSIAN
+    final = {KNORM: knorm_last, GAUSSIAN: gauss_last, MIXED: mixed_last}[mechanism]
+    rounds = early + [final[:2]]
     return GLMReleasePlan(family, n, d, epsilon, delta, tuple(r[0] for r in rounds),
-                          tuple(r[1] for r in rounds), float(noise_sd), float(floor_factor),
-                          float(draw_floor_factor))
+                          tuple(r[1] for r in rounds),
+                          None if noise_sd is None else float(noise_sd), float(floor_factor),
+                          float(draw_floor_factor), final[2])
 
 
 # ------------------------------------------------------------------------ the data pass
@@ -401,15 +466,18 @@ def _in_box(family: str, X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Arr
     return X, y
 
 
-def _per_record(family: str, theta, X, y, noise_sd: float):
+def _per_record(family: str, theta, X, y, noise_sd=None):
+    """Per-record gradient and Hessian terms at ``theta``. Linear: the sufficient statistics
+    ``y x̃`` and ``x̃x̃ᵀ`` (the gradient and Hessian at θ = 0 for unit residual variance; the
+    residual variance enters only the posterior). ``noise_sd`` is ignored (kept for callers)."""
+    del noise_sd
     if family == "logistic":
         p = jax.nn.sigmoid(X @ theta)
         g = (y - p)[:, None] * X
         w = p * (1.0 - p)
     else:
-        s2 = noise_sd * noise_sd
-        g = (y / s2)[:, None] * X  # at θ = 0 (the only round of the linear family)
-        w = jnp.full(y.shape, 1.0 / s2)
+        g = y[:, None] * X  # at θ = 0 (the only round of the linear family)
+        w = jnp.ones(y.shape, X.dtype)
     h = w[:, None, None] * X[:, :, None] * X[:, None, :]
     return g, h
 
@@ -427,6 +495,8 @@ def _clipped_sum(per_record: jax.Array, rel: GLMRelease) -> jax.Array:
         return jnp.sum(_clip_rows(per_record, rel.bound), axis=0)
     if rel.statistic == "gradient":
         return jnp.sum(jnp.clip(per_record, -rel.bound, rel.bound), axis=0)
+    if rel.statistic == SUM_OF_SQUARES:
+        return jnp.sum(jnp.clip(per_record, 0.0, rel.bound), axis=0)
     iu = np.triu_indices(rel.d)
     tri = per_record[:, iu[0], iu[1]]
     lower = jnp.where(iu[0] == iu[1], 0.0, -rel.bound)
@@ -445,12 +515,12 @@ def _mechanism(key, value: jax.Array, rel: GLMRelease, noise: NoiseSource,
         return noise.gaussian(key, value, rel.sigma if scale is None else scale)
     eps = rel.epsilon if scale is None else scale
     out = noise.knorm(key, value, jnp.asarray(rel.widths()), eps)
-    return out if rel.statistic == "gradient" else _symmetric(out, rel.d)
+    return _symmetric(out, rel.d) if rel.statistic == "Hessian" else out
 
 
 def _noise_draw(key, rel: GLMRelease) -> jax.Array:
     """One draw of the release's noise from public randomness (for the noise-aware posterior)."""
-    zero = jnp.zeros(rel.size if rel.kind == KNORM or rel.statistic == "gradient"
+    zero = jnp.zeros(rel.size if rel.kind == KNORM or rel.statistic != "Hessian"
                      else (rel.d, rel.d), jnp.float64)
     return _mechanism(key, zero, rel, DEFAULT_NOISE)
 
@@ -519,9 +589,93 @@ def _releases(key, X, y, plan: GLMReleasePlan, prior_prec, noise: NoiseSource):
             jnp.concatenate([hs, h_last[None]]))
 
 
-def noise_aware_draws(key, theta_k, g_rel, h_rel, grad: GLMRelease, hess: GLMRelease,
-                      prior_prec, num: int, floor: float = 0.0) -> jax.Array:
+def kappa(rel: GLMRelease) -> float:
+    """Widening factor of the Gaussian that stands in for a gradient release's noise.
+
+    The conditional draw of θ (:func:`noise_aware_draws`) replaces the gradient noise by the
+    Gaussian of the same covariance times κ². A Gaussian release is exact (κ = 1). A K-norm
+    coordinate has the law of ``r·u·w`` (``r ~ Gamma(m + 1)``, ``u ~ U(−1, 1)``), which near
+    the centre is *more peaked* than the Gaussian of equal variance: κ is the smallest factor
+    ≥ 1 with which every central interval from 50 % to 90 % of the widened Gaussian contains
+    that of the coordinate (exact quantiles: ``P(|ru| ≤ t) = P(m+1, t) + (t/m) Q(m, t)``, the
+    regularised incomplete gamma functions). Public (m only).
+    """
+    if rel.kind != KNORM:
+        return 1.0
+    from scipy import optimize, special, stats
+
+    m = rel.size
+    sd = math.sqrt((m + 1) * (m + 2) / 3.0)
+    best = 1.0
+    for p in (0.5, 0.6, 0.7, 0.8, 0.9):
+        if m == 1:
+            q = _laplace_quantile(p)
+        else:
+            q = optimize.brentq(lambda t: special.gammainc(m + 1, t)
+                                + t / m * special.gammaincc(m, t) - p, 1e-12, 20.0 * m + 50.0)
+        best = max(best, q / (sd * stats.norm.ppf((1.0 + p) / 2.0)))
+    return best
+
+
+def _laplace_quantile(p: float) -> float:
+    # m = 1: r·u with r ~ Gamma(2) and u ~ U(−1, 1) is Laplace: P(|z| ≤ t) = 1 − e^{−t}.
+    return -math.log(1.0 - p)
+
+
+def curvature_shrinkage(plan: GLMReleasePlan) -> float:
+    """How far each eigenvalue of a drawn curvature is moved down (public).
+
+    ``draw_floor_factor · 2 s √d`` (:func:`hessian_floor`), ``s`` the released Hessian's entry
+    noise sd: the typical spectral norm of the release's noise. An eigenvalue of ``Ĥ − z``
+    (``z`` a fresh noise draw) is the truth's plus the spectral spread of two noise draws, and
+    the projection onto the positive cone keeps the spread's positive part only; so a curvature
+    the releases cannot resolve would come out as large as the noise and the posterior as
+    narrow as that large curvature allows. Moving every eigenvalue down by the noise's spectral
+    scale (and not below 0) makes such a direction as wide as the prior allows instead, and
+    barely changes a direction the releases resolve (eigenvalue ≫ shrinkage).
+    """
+    return hessian_floor(plan.hessians[-1].noise_sd, plan.d, plan.draw_floor_factor)
+
+
+def _shrink_eigenvalues(vals, t, cap):
+    """λ ↦ (λ² − t²)/λ above t, 0 below, at most ``cap``: a resolved direction (λ ≫ t) moves
+    by t²/λ only (relative bias (t/λ)²), an unresolved one goes to 0."""
+    vpos = jnp.maximum(vals, t)
+    return jnp.clip((vpos * vpos - t * t) / jnp.maximum(vpos, 1e-300), 0.0, cap)
+
+
+def _curvature_cap(plan: GLMReleasePlan) -> float:
+    # Largest eigenvalue a Hessian of n records in the box can have: n · (weight bound) · d
+    # (each record adds w x̃x̃ᵀ with ‖x̃‖² ≤ d).
+    w_max = 0.25 if plan.family == "logistic" else 1.0
+    return plan.n * w_max * plan.d
+
+
+def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_prec, num: int,
+                      ss_rel=None) -> jax.Array:
     """Draws from the noise-aware posterior of the last round (post-processing only).
+
+    The model of the last round's releases at the public point ``θ_K`` (module docstring):
+    ``ĝ = H(θ − θ_K) + e + z``, ``e ~ N(0, s²H)`` (the records' sampling noise of the score;
+    logistic ``s = 1``, linear ``θ_K = 0``, ``ĝ = Σ y x̃``, ``H = Σ x̃x̃ᵀ``), ``z`` the release's
+    noise; ``Ĥ = H + z_H``; linear with the residual sd inferred, ``Σy²`` released too. Each
+    draw
+
+    1. takes a curvature ``H = Ĥ − z_H`` (``z_H`` a fresh draw of the Hessian release's noise),
+       symmetrised, its eigenvalues moved down by :func:`curvature_shrinkage` and kept in
+       ``[0, n·w_max·d]`` (the box's bound);
+    2. linear, residual sd inferred: ``RSS = (Σy² − z_ss) − gᵀ H_f⁻¹ g`` with ``g = ĝ − z_g``
+       and ``H_f`` the draw's eigenvalues floored (not shrunk) at the shrinkage, kept in
+       ``[ν s_lo², ν]`` (``ν = n − d``, ``s_lo² = 2 sd(z_ss)/ν``: below it ``Σy²``'s noise
+       cannot tell the residual variance from 0; the target lies in [−1, 1]), and
+       ``s² = RSS / χ²_ν``;
+    3. draws θ from the Gaussian posterior of ``ĝ ~ N(H(θ − θ_K), s²H + κ²Σ_z)`` under the
+       N(0, P⁻¹) prior: precision ``Λ = H A⁻¹ H + P``, ``A = s²H + κ²Σ_z``, mean
+       ``Λ⁻¹ H A⁻¹ (ĝ + H θ_K)`` (:func:`kappa` widens the K-norm noise's Gaussian stand-in).
+       Where the curvature is small next to the noise this is the prior, not a wild
+       extrapolation of the noisy score. With :data:`CENTRE_FROM_UNSHRUNK` (the default) the
+       mean is computed from the draw's unshrunk curvature (eigenvalues kept ≥ 0), ``Λ``
+       from the shrunk one.
 
     Parameters
     ----------
@@ -529,31 +683,75 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, grad: GLMRelease, hess: GLMRel
         Public randomness.
     theta_k, g_rel, h_rel : arrays
         The last round's public point and released gradient and Hessian sums.
-    grad, hess : GLMRelease
-        Their releases (mechanism and noise scale).
+    plan : GLMReleasePlan
+        The releases (mechanisms and noise scales; static).
     prior_prec : (d, d) array
         Prior precision (Gaussian prior centred at 0).
     num : int
         Number of draws.
-    floor : float
-        Eigenvalue floor of each drawn Hessian (:func:`hessian_floor`).
+    ss_rel : array, optional
+        The released ``Σ y²`` (linear family, residual sd inferred).
     """
     d = theta_k.shape[0]
+    grad, hess = plan.gradients[-1], plan.hessians[-1]
+    sz = (kappa(grad) * grad.noise_sd) ** 2 * jnp.eye(d)
+    shrink = curvature_shrinkage(plan)
+    cap = _curvature_cap(plan)
+    infer = plan.sum_of_squares is not None
+    nu = max(plan.n - d, 1)
 
     def one(k):
-        k1, k2, k3 = jax.random.split(k, 3)
-        g = g_rel - _noise_draw(k1, grad)
-        h = _psd(h_rel - _noise_draw(k2, hess), floor)
-        q = h + prior_prec
-        # Through dpmcmc.linalg: under the vmap below, one matrix per LAPACK call (a batched
-        # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
-        chol = linalg.cholesky(q)
-        mean = theta_k + linalg.cho_solve(chol, g - prior_prec @ theta_k)
-        z = jax.random.normal(k3, (d,), jnp.float64)
-        # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Q⁻¹.
+        k1, k2, k3, k4, k5 = jax.random.split(k, 5)
+        hz = h_rel - _noise_draw(k1, hess)
+        vals, vecs = linalg.eigh(0.5 * (hz + hz.T))
+        h = (vecs * _shrink_eigenvalues(vals, shrink, cap)) @ vecs.T
+        if plan.family == "logistic":
+            s2 = 1.0
+        elif not infer:
+            s2 = plan.noise_sd ** 2
+        else:
+            g = g_rel - _noise_draw(k2, grad)
+            proj = vecs.T @ g
+            fitted = jnp.sum(proj * proj / jnp.clip(vals, max(shrink, 1e-12), None))
+            ss_true = ss_rel[0] - _noise_draw(k3, plan.sum_of_squares)[0]
+            s_lo2 = 2.0 * plan.sum_of_squares.noise_sd / nu
+            rss = jnp.clip(ss_true - fitted, nu * s_lo2, float(nu))
+            s2 = rss / (2.0 * jax.random.gamma(k4, nu / 2.0, dtype=jnp.float64))
+        mean, chol = _conjugate(h, s2, sz, g_rel, theta_k, prior_prec)
+        if CENTRE_FROM_UNSHRUNK:
+            # The centre from the curvature draw itself (eigenvalues only kept ≥ 0): shrinking
+            # moves a resolved direction's centre by t²/λ of its step, a bias the width does
+            # not cover (a linear table: θ_K = 0, so the whole estimate is that step).
+            h_c = (vecs * jnp.clip(vals, 0.0, cap)) @ vecs.T
+            mean = _conjugate(h_c, s2, sz, g_rel, theta_k, prior_prec)[0]
+        z = jax.random.normal(k5, (d,), jnp.float64)
+        # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Λ⁻¹ (Λ from the shrunk curvature).
         return mean + linalg.solve_triangular(chol.T, z, lower=False)
 
     return jax.vmap(one)(jax.random.split(key, num))
+
+
+#: Centre each draw on the conjugate mean of the unshrunk curvature draw (the width keeps the
+#: shrunk one's): :func:`noise_aware_draws`.
+CENTRE_FROM_UNSHRUNK = True
+
+
+def _conjugate(h, s2, sz, g_rel, theta_k, prior_prec):
+    """Mean and Cholesky factor of the precision of θ's Gaussian posterior given curvature
+    ``h``: ``ĝ ~ N(h(θ − θ_K), s²h + Σ_z)``, prior N(0, P⁻¹)."""
+    # Through dpmcmc.linalg: under the vmap of the draws, one matrix per LAPACK call (a batched
+    # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
+    la = linalg.cholesky(s2 * h + sz)
+    x = linalg.solve_triangular(la, h, lower=True)            # L_A⁻¹ H
+    r = linalg.solve_triangular(la, g_rel + h @ theta_k, lower=True)
+    chol = linalg.cholesky(x.T @ x + prior_prec)
+    return linalg.cho_solve(chol, x.T @ r), chol
+
+
+def _sum_of_squares(key, y, plan: GLMReleasePlan, noise: NoiseSource) -> jax.Array:
+    """The release of ``Σ y²`` (linear family, residual sd inferred), shape (1,)."""
+    rel = plan.sum_of_squares
+    return _mechanism(key, _clipped_sum((y * y)[:, None], rel), rel, noise)
 
 
 def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 4,
@@ -580,12 +778,13 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
     -------
     dict
         ``samples`` (chains, draws, d) on the scaled design, and the released values
-        ``thetas`` (K, d), ``gradients`` (K, d), ``hessians`` (K, d, d).
+        ``thetas`` (K, d), ``gradients`` (K, d), ``hessians`` (K, d, d); linear with the
+        residual sd inferred, ``sum_of_squares`` (1,).
     """
     from dpmcmc.runtime import compile_cache as _compile_cache
 
     noise = NoiseSource() if noise is None else noise
-    # The two programs take the data, keys and secret as arguments (the plan's public noise
+    # The programs take the data, keys and secret as arguments (the plan's public noise
     # scales are their only constants), so a new process may load them from JAX's persistent
     # cache like the samplers' programs (docs/compile_cache.md).
     _compile_cache.ensure_persistent_cache()
@@ -599,13 +798,19 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         k_noise, k_draw = jax.random.split(key)
         thetas, gs, hs = jax.jit(_releases, static_argnums=(3,))(k_noise, X, y, plan, prior_prec,
                                                                  noise)
-        grad, hess = plan.gradients[-1], plan.hessians[-1]
-        out = jax.jit(noise_aware_draws, static_argnums=(4, 5, 7))(
-            k_draw, thetas[-1], gs[-1], hs[-1], grad, hess, prior_prec, chains * draws,
-            hessian_floor(hess.noise_sd, plan.d, plan.draw_floor_factor))
-        return {"samples": np.asarray(out).reshape(chains, draws, plan.d),
-                "thetas": np.asarray(thetas), "gradients": np.asarray(gs),
-                "hessians": np.asarray(hs)}
+        ss = None
+        if plan.sum_of_squares is not None:
+            # Its own key, apart from the rounds' (split from k_noise inside _releases).
+            ss = jax.jit(_sum_of_squares, static_argnums=(2,))(
+                jax.random.fold_in(k_noise, plan.steps), y, plan, noise)
+        out = jax.jit(noise_aware_draws, static_argnums=(4, 6))(
+            k_draw, thetas[-1], gs[-1], hs[-1], plan, prior_prec, chains * draws, ss)
+        res = {"samples": np.asarray(out).reshape(chains, draws, plan.d),
+               "thetas": np.asarray(thetas), "gradients": np.asarray(gs),
+               "hessians": np.asarray(hs)}
+        if ss is not None:
+            res["sum_of_squares"] = np.asarray(ss)
+        return res
 
 
 # ------------------------------------------------------------------------------- the card
@@ -619,11 +824,12 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
 _MODEL_FAMILIES = {"logistic_regression": "logistic", "linear_regression": "linear"}
 #: The parameters of the card (``prepare``), with their defaults (``None``: from the model).
 _PARAMS = {"family": None, "noise_sd": None, "steps": None, "final_share": DEFAULT_FINAL_SHARE,
-           "hessian_share": DEFAULT_HESSIAN_SHARE, "mechanism": "auto", "prior_sd": None,
-           "draws": 1000}
+           "hessian_share": None, "sum_of_squares_share": DEFAULT_SS_SHARE, "mechanism": "auto",
+           "prior_sd": None, "draws": 1000}
 #: Accounting parameters: the budget the releases were split for, and how.
 _SPLIT = ("family", "dim", "split_epsilon", "split_delta")
-_SPLIT_OPTIONAL = ("steps", "final_share", "hessian_share", "mechanism", "noise_sd")
+_SPLIT_OPTIONAL = ("steps", "final_share", "hessian_share", "mechanism", "noise_sd",
+                   "sum_of_squares_share")
 
 
 def _prepare(params: dict, model, n) -> dict:
@@ -652,9 +858,10 @@ def _prepare(params: dict, model, n) -> dict:
         raise ValueError(f"family: give the GLM family, one of {FAMILIES}")
     if out["family"] not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {out['family']!r}")
-    if out["noise_sd"] is None:
-        out["noise_sd"] = float(meta.get("noise_sd_scaled", 0.5))
-    out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
+    # Linear: the residual sd is declared (noise_sd, public) or inferred from a release of Σy²
+    # (None); the logistic family has none.
+    if out["noise_sd"] is not None:
+        out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
     if out["prior_sd"] is None:
         out["prior_sd"] = math.sqrt(meta["prior_var"]) if "prior_var" in meta else 10.0
     out["prior_sd"] = check_positive("prior_sd", out["prior_sd"])
@@ -663,13 +870,13 @@ def _prepare(params: dict, model, n) -> dict:
         out["steps"] = DEFAULT_STEPS if out["family"] == "logistic" else 1
     # The split's own checks (steps, shares, mechanism), naming the argument.
     release_plan(out["family"], int(n), int(model.dim), 1.0, 1e-6,
-                 **{k: out[k] for k in _SPLIT_OPTIONAL})
+                 **{k: out[k] for k in _SPLIT_OPTIONAL if out[k] is not None})
     return out
 
 
 def split_params(prepared: dict, dim: int, epsilon: float, delta: float) -> dict:
     """The accounting parameters of a fit: the prepared split and the budget it divides."""
-    return dict({k: prepared[k] for k in _SPLIT_OPTIONAL if k in prepared},
+    return dict({k: prepared[k] for k in _SPLIT_OPTIONAL if prepared.get(k) is not None},
                 family=prepared["family"], dim=int(dim), split_epsilon=float(epsilon),
                 split_delta=float(delta))
 
@@ -687,7 +894,7 @@ def _validate_split(n: int, params: dict) -> dict:
     out["dim"] = check_int("dim", params["dim"], minimum=1)
     out["split_epsilon"] = check_positive("split_epsilon", params["split_epsilon"])
     out["split_delta"] = check_probability("split_delta", params["split_delta"])
-    if "noise_sd" in params:
+    if params.get("noise_sd") is not None:
         out["noise_sd"] = check_positive("noise_sd", params["noise_sd"])
     plan_releases(n, out)  # the other checks of release_plan, naming the argument
     return out
@@ -722,7 +929,24 @@ def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
         NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
                   "over the per-record bound of an entry",
                   sh / (hess.bound if hess.kind != GAUSSIAN else rp.hess_bound)),
-    )
+    ) + ((NoiseLine(f"sum of squares of the target ({rp.sum_of_squares.kind})",
+                    rp.sum_of_squares.noise_sd, "over the per-record bound (y² ≤ 1)",
+                    rp.sum_of_squares.noise_sd),) if rp.sum_of_squares is not None else ())
+
+
+def _notes(p: dict, n: int, dim: int) -> tuple:
+    """Plan notes (public): the Hessian noise's spectral scale next to the largest curvature n
+    records in the box can give along one coefficient. Above it no eigenvalue can be resolved
+    and the noise-aware posterior falls back to the prior (honest, but uninformative); said
+    before anything is spent."""
+    rp = plan_releases(n, p)
+    t, cap = curvature_shrinkage(rp), _curvature_cap(rp) / rp.d
+    if t < cap:
+        return ()
+    return (f"At n = {rp.n} and ε = {rp.epsilon:g} the curvature release's noise (spectral "
+            f"scale {t:.3g}) exceeds what {rp.n} records can give along a single coefficient "
+            f"({cap:.3g}): the posterior will be about as wide as the prior; the budget, not the "
+            "data, limits the answer.",)
 
 
 def _fit(key, data, plan, noise: Optional[NoiseSource] = None) -> dict:
@@ -831,7 +1055,7 @@ def _card():
         name="noise-aware-glm", private=True, prepare=_prepare, build=None, data_access=FULL,
         releases=ReleaseSpec(PURE, _SPLIT, _events, optional=_SPLIT_OPTIONAL,
                              validate=_validate_split),
-        noise_lines=_noise_lines, fit=_fit, split=split_params,
+        noise_lines=_noise_lines, fit=_fit, split=split_params, notes=_notes,
         audit=OneShotAudit("noise-aware-glm", audit_design, _audit_setup, AUDIT_CHUNK))
 
 

@@ -126,6 +126,9 @@ class AlgorithmSpec(NamedTuple):
     split : callable or None
         One-shot algorithms: ``split(prepared, dim, epsilon, delta) -> dict``, the accounting
         parameters of a fit that divides the budget (ε, δ) over its releases.
+    notes : callable or None
+        One-shot algorithms: ``notes(params_and_split, n, dim) -> tuple[str, ...]``, the plan's
+        notes from public inputs (e.g. a budget that leaves the posterior at the prior).
     """
 
     name: str
@@ -141,6 +144,7 @@ class AlgorithmSpec(NamedTuple):
     defaults: Optional[Callable[[Any], dict]] = None
     fit: Optional[Callable[..., dict]] = None
     split: Optional[Callable[..., dict]] = None
+    notes: Optional[Callable[..., tuple]] = None
 
     @property
     def one_shot(self) -> bool:

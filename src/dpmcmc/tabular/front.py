@@ -32,7 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .schema import (DEFAULT_PARAM_RADIUS, MODELS, DesignLayout, default_clips, design_layout,
+from .schema import (DEFAULT_PARAM_RADIUS, MODELS, default_clips, design_layout,
                      read_table, table_columns, to_original_scale)
 
 __all__ = ["glm", "sampler_defaults", "DEFAULT_PRIOR_SD"]
@@ -181,8 +181,9 @@ def glm(
         the noise and voids the guarantee; without a ``ledger`` (which refuses a repeated key)
         such a run warns (``KeyReuseWarning``). A published key voids it too.
     noise_sd : float, optional
-        Linear model: the declared (public) noise sd on the target's scale; default a quarter of
-        the target's declared range.
+        Linear model: the declared (public) residual sd on the target's scale. Default: the
+        noise-aware GLM infers it from a private release of Σ y² (10 % of the budget); a
+        sampler (``algorithm=...``) takes a quarter of the target's declared range.
     prior_sd : float, default 10
         Sd of the independent normal prior on the coefficients of the SCALED design (covariates
         in [-1, 1]; linear: target in [-1, 1] too).
@@ -194,7 +195,7 @@ def glm(
         if it would exceed the declared total (see :class:`dpmcmc.Ledger`).
     **sampler_params
         ``"noise-aware-glm"``: ``draws`` (per chain, default 1000), ``steps``, ``final_share``,
-        ``hessian_share``, ``mechanism`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
+        ``hessian_share``, ``sum_of_squares_share``, ``mechanism`` (:func:`dpmcmc.samplers.noise_aware_glm.release_plan`). Samplers:
         passed to :func:`dpmcmc.sample` (``iterations``, ``step_size``, ``tau_l``, ``progress``,
         ...). For dp-hmc the defaults are ``clip``/``grad_clip`` from :func:`default_clips`,
         ``tau_l`` 0.1, ``tau_g`` 0.4, ``step_size`` 0.01, and the start is
@@ -234,11 +235,16 @@ def glm(
     if n < 1:
         raise ValueError("table has no rows")
     d = len(plan.names) - 1
-    noise_sd_scaled = 0.5
-    if model == "linear":
-        noise_sd_scaled = 0.5 if noise_sd is None else noise_sd / plan.target_half
+    declared_sd = None  # linear: the declared residual sd, scaled; None: not declared
+    if model == "linear" and noise_sd is not None:
+        declared_sd = noise_sd / plan.target_half
     if algorithm == "auto":
         algorithm = NOISE_AWARE
+    # The samplers need a declared residual sd (default a quarter of the target's range); the
+    # noise-aware GLM infers an undeclared one from a private release of Σ y².
+    noise_sd_scaled = 0.5 if declared_sd is None else declared_sd
+    if algorithm == NOISE_AWARE and model == "linear":
+        sampler_params = dict(sampler_params, noise_sd=declared_sd)
     m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
     params = dict(sampler_params)
     for name, value in sampler_defaults(algorithm, model, n, d, noise_sd_scaled,
