@@ -1,9 +1,9 @@
 """`dpmcmc audit noise-aware-glm`: the audit of the table path's default algorithm.
 
-The calibration of its mechanisms is guarded in the default suite by
-tests/samplers/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round (the
-empirical privacy profile of 2000 transcripts against the charged composition, with power);
-the full audit runs here are `slow`.
+The audit runs the fit's own releases on its card's worst-case pair (a linear fit whose whole
+budget is in K-norm releases, both at full sensitivity: dpmcmc.samplers.noise_aware_glm, "the
+audit"); the calibration of the mechanisms is also guarded by
+tests/samplers/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round.
 """
 import jax
 import pytest
@@ -11,12 +11,15 @@ import pytest
 from dpmcmc.audit import audit
 
 
-@pytest.mark.slow
 def test_calibrated_glm_passes_and_the_audit_has_power():
-    ok = audit("noise-aware-glm", 3.0, 1e-5, trials=40_000, key=jax.random.key(3))
+    # Issue 33 §5: the audit's pair and statistic reach at least 0.6 of the claim (measured:
+    # 0.82 at ε = 2, 0.71 at ε = 0.5 with 2·10⁴ runs, key 3), the calibrated fit is not flagged
+    # (its lower bound stays below the claim: a false flag has probability ≤ 1 − confidence),
+    # and noise at 0.3 of its scale is (5.2 against the claimed 2).
+    ok = audit("noise-aware-glm", 2.0, 1e-6, trials=20_000, key=jax.random.key(3))
     assert not ok.flagged and ok.epsilon_lower <= ok.epsilon_claimed
-    assert ok.epsilon_lower > 0.2 * ok.epsilon_claimed  # the design separates D from D'
-    bad = audit("noise-aware-glm", 3.0, 1e-5, trials=40_000, key=jax.random.key(3),
+    assert ok.epsilon_lower >= 0.6 * ok.epsilon_claimed
+    bad = audit("noise-aware-glm", 2.0, 1e-6, trials=20_000, key=jax.random.key(3),
                 _miscalibration={"noise_scale": 0.3})
     assert bad.flagged
 

@@ -971,15 +971,20 @@ def _fit(key, data, plan, noise: Optional[NoiseSource] = None) -> dict:
 # * ``draws``: the noise-aware posterior mean of the slope (the last round's Newton estimate),
 #   what a user would publish.
 #
-# Design (``n = 200`` records, one covariate, slope 6, so the fitted probabilities are near 0 or
-# 1): D has the record ``(x = 1, y = 0)``, D' has ``(x = −1, y = 1)`` in its place. At a fitted
-# point both records are "surprising", so their gradients differ by almost the whole width of
-# the K-norm box in the intercept coordinate and by 2 in norm: the pair is close to worst case
-# for the last round's mechanism, which dominates the budget.
+# The configuration and the pair reach the claim (issue 33 §5: at least 0.6 of it). A finite
+# audit sees a privacy loss only where its trials can: the Gaussian rounds' cost at δ ≈ 1e-6
+# lies in tails no 10⁴-run audit reaches, so the audited fit spends its whole budget in pure
+# (K-norm) releases: the linear family with a declared residual sd (one round: Σyx̃ and Σx̃x̃ᵀ,
+# mechanism "knorm"). Design: ``n = 200`` rows ``(1, x, y)`` in the box; D has the record
+# ``(x = 1, y = 1)``, D' has ``(x = −1, y = −1)`` in its place. Their gradient terms y·x̃,
+# (1, 1) and (−1, 1), differ by the whole width of the K-norm box in the intercept coordinate,
+# and their Hessian terms x̃x̃ᵀ by the whole width in the off-diagonal entry: both releases at
+# their full sensitivity, so the transcript's privacy loss reaches ε_gradient + ε_Hessian.
 
-#: Records per data set and the slope of the audit's design.
+#: Records per data set, the slope and the declared residual sd of the audit's design.
 AUDIT_N = 200
-AUDIT_SLOPE = 6.0
+AUDIT_SLOPE = 0.5
+AUDIT_NOISE_SD = 0.5
 #: Runs per compiled call (memory: each run holds its n per-record Hessians per round).
 AUDIT_CHUNK = 10000
 #: Prior sd of the audited fit (dpmcmc.glm's default).
@@ -987,14 +992,15 @@ AUDIT_PRIOR_SD = 10.0
 
 
 def audit_design(n: int = AUDIT_N, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The audit's neighbouring data sets ``(D, D')``: rows ``(1, x, y)`` of a scaled design."""
+    """The audit's neighbouring data sets ``(D, D')``: rows ``(1, x, y)`` of a scaled design
+    (linear family, every value in the declared box)."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, n)
-    y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-(-0.5 + AUDIT_SLOPE * x)))).astype(float)
+    y = np.clip(0.2 + AUDIT_SLOPE * x + 0.3 * rng.normal(size=n), -1.0, 1.0)
     d_set = np.column_stack([np.ones(n), x, y])
-    d_set[0] = [1.0, 1.0, 0.0]
+    d_set[0] = [1.0, 1.0, 1.0]
     dp_set = d_set.copy()
-    dp_set[0] = [1.0, -1.0, 1.0]
+    dp_set[0] = [1.0, -1.0, -1.0]
     return d_set, dp_set
 
 
@@ -1039,7 +1045,8 @@ def _audit_setup(epsilon: float, delta: float, noise: Optional[NoiseSource]):
         raise ValueError("_miscalibration: the noise-aware GLM clips nothing inside its box; only "
                          "noise_scale applies")
     d_set, dp_set = audit_design()
-    plan = release_plan("logistic", d_set.shape[0], d_set.shape[1] - 1, epsilon, delta)
+    plan = release_plan("linear", d_set.shape[0], d_set.shape[1] - 1, epsilon, delta,
+                        noise_sd=AUDIT_NOISE_SD, mechanism=KNORM)
     params = {"steps": plan.steps, "final_mechanism": plan.gradients[-1].kind,
               "mu_total": plan.mu_total, "pure_epsilon": list(plan.pure)}
     runner = audit_runner(plan, d_set, dp_set, NoiseSource() if noise is None else noise)
