@@ -141,14 +141,19 @@ def test_per_record_bounds_hold_on_the_whole_box():
                                             else per.sum(0)[np.triu_indices(d)]), rtol=1e-12)
 
 
+def _non_private(n: int, seed: int):
+    """A logistic table's scaled design, its columns, and the Laplace approximation of its
+    non-private posterior (mean, sds)."""
+    des = dpmcmc.tabular.design(_table(n, seed=seed), "logistic", "y", None, BOUNDS)
+    X, y = des.data[:, :-1], des.data[:, -1]
+    m, V = _laplace(X, y)
+    return des, X, y, m, np.sqrt(np.diag(V))
+
+
 def test_large_budget_recovers_the_non_private_posterior():
     """With a huge ε the noise vanishes: the draws match the Laplace approximation of the
     non-private posterior (mean within 0.1 sd, sd within 10 %)."""
-    df = _table(3000, seed=2)
-    des = dpmcmc.tabular.design(df, "logistic", "y", None, BOUNDS)
-    X, y = des.data[:, :-1], des.data[:, -1]
-    m, V = _laplace(X, y)
-    sd = np.sqrt(np.diag(V))
+    des, X, y, m, sd = _non_private(3000, seed=2)
     plan = nag.release_plan("logistic", len(y), X.shape[1], 1e6, 1e-6)
     out = nag.fit(jax.random.key(3), des.data, plan, prior_sd=PRIOR_SD, chains=2, draws=4000)
     s = out["samples"].reshape(-1, X.shape[1])
@@ -161,11 +166,7 @@ def test_noise_is_carried_into_the_posterior_spread():
     """At a small budget the noise-aware posterior is wider than the non-private one and still
     covers it: each coefficient's non-private mean lies within 3 private sds (20 seeds; under
     calibration a miss has probability ≈ 0.003 per coefficient)."""
-    df = _table(2000, seed=4)
-    des = dpmcmc.tabular.design(df, "logistic", "y", None, BOUNDS)
-    X, y = des.data[:, :-1], des.data[:, -1]
-    m, V = _laplace(X, y)
-    sd = np.sqrt(np.diag(V))
+    des, X, y, m, sd = _non_private(2000, seed=4)
     plan = nag.release_plan("logistic", len(y), X.shape[1], 1.0, 1e-6)
     wider = 0
     for seed in range(20):
