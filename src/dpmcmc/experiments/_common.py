@@ -207,7 +207,6 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     import dpmcmc
     from ..samplers import ALGORITHMS
 
-    n = int(pre.data.shape[0])
     info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
     if algorithm == AUTO:
         # Plans its own run from public inputs, with its defaults (issue 35: "private start,
