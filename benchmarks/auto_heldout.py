@@ -78,17 +78,19 @@ def markdown() -> str:
              "(docs/figures/thesis-comparison/fig6_3_mmd_banana.png, fig6_4_mmd_hard.png).", "",
              "| model | ε | mode | chains × iterations | MMD | exact-sample MMD | mean error | "
              "max R-hat | CPU s |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def f(v, p=3):
+        return "—" if v is None else f"{v:.{p}f}"
+
     for r in sorted(rows, key=lambda r: (r["model"], r["epsilon"])):
-        def f(v, p=3):
-            return "—" if v is None else f"{v:.{p}f}"
-        if r.get("mmd") is None:
-            lines.append(f"| {r['model']} | {r['epsilon']:g} | {r.get('status')} | | | | | | "
-                         f"{r['cpu_s']:.0f} |")
-            continue
-        lines.append(f"| {r['model']} | {r['epsilon']:g} | {r.get('auto_mode')} | "
-                     f"{r.get('chains')} × {r.get('iterations')} | {f(r.get('mmd'))} | "
-                     f"{f(r.get('mmd_exact_baseline'))} | {f(r.get('mean_error'))} | "
-                     f"{f(r.get('rhat_max'))} | {r['cpu_s']:.0f} |")
+        # a run that did not finish has its status in the mode column and no figures
+        done = r.get("mmd") is not None
+        cells = [r["model"], f"{r['epsilon']:g}", r.get("auto_mode") if done else r.get("status"),
+                 f"{r.get('chains')} × {r.get('iterations')}" if done else "",
+                 *((f(r.get(k)) if done else "")
+                   for k in ("mmd", "mmd_exact_baseline", "mean_error", "rhat_max")),
+                 f"{r['cpu_s']:.0f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

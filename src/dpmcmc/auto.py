@@ -66,24 +66,24 @@ __all__ = ["AUTO", "AutoConfig", "auto_config", "chain_settings", "check_request
 #: d = 1 (:func:`min_time`): the Langevin diffusion's autocorrelation time is 4 units, and on a
 #: simulated whitened posterior 4 chains of 150 units (second halves kept) gave a worst-coordinate
 #: R-hat of 1.07 (median over 10 runs, d = 2; 1.17 at 50 units, 1.09 at 100).
-MIN_TIME = 100.0
+MIN_TIME: float = 100.0
 #: The chain runs at most this many times :func:`min_time` (the rest of the budget unspent).
-MAX_TIME_FACTOR = 4.0
+MAX_TIME_FACTOR: float = 4.0
 #: The chain's gradient clip, in multiples of the start's last whitened clip C (per √n).
-KAPPA = 1.5
+KAPPA: float = 1.5
 #: The whitened step size η (the posterior's relaxation time is about 2/η steps).
-STEP = 0.02
+STEP: float = 0.02
 #: The batch-sampling noise per step as a ratio of the Langevin noise's variance η (sets the
 #: batch: b = η n / (4 · SAMPLING_RATIO), within [MIN_BATCH, MAX_BATCH]).
-SAMPLING_RATIO = 0.1
+SAMPLING_RATIO: float = 0.1
 MIN_BATCH, MAX_BATCH = 100, 10_000
 #: The privacy noise per step as a ratio of the Langevin noise's variance η: the move draws only
 #: the rest of the diffusion (``langevin_noise`` of DP-SGLD: 1 − the two ratios).
-PRIVACY_RATIO = 0.85
+PRIVACY_RATIO: float = 0.85
 #: The least share of η the move draws itself.
 MIN_LANGEVIN = 0.05
 #: Share of μ spent on the start when a chain runs.
-START_SHARE = 0.3
+START_SHARE: float = 0.3
 #: Draws per chain returned in the approximation mode.
 APPROXIMATION_DRAWS = 1000
 #: The privacy report's algorithm name of the approximation mode (its draws are post-processing
