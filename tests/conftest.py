@@ -68,9 +68,10 @@ def reference_entries():
         return json.load(f)
 
 
-def _child_functions(session, attribute: str) -> dict:
-    """``module name -> "module:function"``: the ``attribute`` of every selected test module
-    that has one, the name of a function in ``tests/children/`` (see ``host_devices.py``).
+def _child_functions(session, attribute: str, fixture: str) -> dict:
+    """``module name -> "module:function"``: the ``attribute`` of every test module that has one
+    and a selected test reading ``fixture``, the name of a function in ``tests/children/`` (see
+    ``host_devices.py``).
 
     A module may also have ``attribute + "_SLOW"``: the child function of the cases that only its
     ``slow`` tests read (``make test-all``). It runs, in the same child, under the name
@@ -78,11 +79,15 @@ def _child_functions(session, attribute: str) -> dict:
     names = {}
     for item in session.items:
         mod = getattr(item, "module", None)
-        if mod is None:
+        # Only a module whose selected tests read the child's results (through ``fixture``) has
+        # its function run: a module whose child-reading tests are all slow costs nothing in
+        # the default run.
+        if mod is None or fixture not in getattr(item, "fixturenames", ()):
             continue
+        slow = item.get_closest_marker("slow") is not None
         if hasattr(mod, attribute):
             names[mod.__name__] = getattr(mod, attribute)
-        if hasattr(mod, attribute + "_SLOW") and item.get_closest_marker("slow") is not None:
+        if hasattr(mod, attribute + "_SLOW") and slow:
             names[mod.__name__ + ":slow"] = getattr(mod, attribute + "_SLOW")
     return names
 
@@ -94,7 +99,7 @@ def host_device_results(request):
     suite (one Python + JAX start-up for the session, not one per module)."""
     from host_devices import run_children
 
-    return run_children(_child_functions(request.session, "HOST_DEVICE_CHILD"),
+    return run_children(_child_functions(request.session, "HOST_DEVICE_CHILD", "host_device_results"),
                         env={"JAX_ENABLE_X64": "1"})
 
 
@@ -105,7 +110,7 @@ def x64_off_results(request):
     one after the other; each function checks that the global setting is still off."""
     from host_devices import run_children
 
-    return run_children(_child_functions(request.session, "X64_OFF_CHILD"), devices=None,
+    return run_children(_child_functions(request.session, "X64_OFF_CHILD", "x64_off_results"), devices=None,
                         env={"JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}, timeout=600)
 
 

@@ -28,6 +28,10 @@ from host_devices import check
 # minibatch-penalty outside secure mode (the same gather and log-ratio pass as its secure run, on
 # indices drawn as dp-sgld's are).
 HOST_DEVICE_CHILD = "sharding_subsampled:gather_draws_program"
+# Its tests are slow (the suite's CPU budget: the 4-device child compiles every program of the
+# module); the default run keeps one multi-device check
+# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# and the subsampled samplers' mesh arguments (test_mesh_arguments_for_subsampled_samplers).
 # The slow tests' cases, run in the same child when they are selected (conftest._child_functions).
 HOST_DEVICE_CHILD_SLOW = "sharding_subsampled:every_sampler"
 
@@ -37,6 +41,7 @@ def child(host_device_results):
     return check(host_device_results[__name__])
 
 
+@pytest.mark.slow  # suite budget: see the note at HOST_DEVICE_CHILD
 def test_gather_is_bit_exact_on_four_host_devices(child):
     # 10003 rows over 4 devices: 2501 per device (one padding row on the last).
     assert child["shard_shapes"] == [[1, 2501, 3]]
@@ -49,6 +54,7 @@ def _same_draws(out):
         assert same, name
 
 
+@pytest.mark.slow  # suite budget: see the note at HOST_DEVICE_CHILD
 def test_sharded_draws_equal_unsharded_draws(child):
     """A gradient sampler and a log-ratio sampler (in secure mode); the other two, and the
     log-ratio sampler outside secure mode, are test_sharded_draws_equal_unsharded_draws_every_sampler
@@ -69,6 +75,7 @@ def test_sharded_draws_equal_unsharded_draws_every_sampler(child, host_device_re
     _same_draws(slow)
 
 
+@pytest.mark.slow  # suite budget: see the note at HOST_DEVICE_CHILD
 def test_compiled_program_never_holds_all_rows(child):
     assert not child["all_gather"]
     assert child["big_sharded"] == [], child["big_sharded"]

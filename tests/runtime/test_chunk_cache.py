@@ -214,6 +214,10 @@ HOST_DEVICE_CHILD = "chunk_cache:cached_equals_uncached"
 HOST_DEVICE_CHILD_SLOW = "chunk_cache:sharded_vs_plain"
 
 
+# slow (suite budget): a 4-device child process; the default run keeps one multi-device check
+# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# and the cache unsharded (test_the_cache_changes_no_draw_at_any_chunk_size).
+@pytest.mark.slow
 def test_the_cache_under_a_mesh_changes_no_draw(host_device_results):
     """4 forced host devices: the cached pass over blocks split across the mesh gives the draws
     of the uncached one bit for bit."""

@@ -228,6 +228,10 @@ def test_run_chains_kernel_and_data_arguments(banana):
 HOST_DEVICE_CHILD = "driver_data_argument:sharded_parameter"
 
 
+# slow (suite budget): a 4-device child process; the default run keeps one multi-device check
+# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# and the data as a parameter, never a constant, on one device (test_compiled_run_holds_no_data_constant).
+@pytest.mark.slow
 def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter(host_device_results):
     """4 forced host devices: each device's program takes its 4 of the 16 blocks as a parameter
     sharded over the mesh; no constant holds the blocks (the closure path held all 16 on every
