@@ -167,6 +167,11 @@ def test_model_key_tells_apart_what_a_trace_would():
     assert model_key(dpmcmc.Model(ll2, lp, dim=1)) != model_key(make(2.0))
 
 
+# slow (suite budget): a hit and a miss each give the draws of a fresh compilation in the default
+# run too (test_a_model_built_again_alike_reuses_the_program_and_another_does_not), and a hit on
+# new data compiles nothing (test_repeated_call_on_new_data_compiles_nothing); this one adds a hit
+# after another program of the same sampler was cached.
+@pytest.mark.slow
 def test_cached_programs_give_the_draws_of_a_fresh_compilation(banana):
     """A cache hit must run the program of ITS parameters and data: the draws of every call
     equal those after the cache is emptied, whichever programs were cached before."""
