@@ -283,7 +283,11 @@ def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed, cache_
     return np.asarray(pos[:, -1]), info
 
 
-@pytest.mark.parametrize("exact", [True, False])
+@pytest.mark.parametrize("exact", [
+    # slow: guard in default: test_exact_limit_chain_is_exact[False] (the same chain under the
+    # default test) and test_exact_logistic_limit_is_the_barker_test (the exact-logistic test)
+    pytest.param(True, marks=pytest.mark.slow),
+    False])
 def test_exact_limit_chain_is_exact(exact):
     """Identical records (s² = 0, Δ* = Δ) with the exact-logistic test: an exact Barker chain.
 
