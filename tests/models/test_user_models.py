@@ -150,15 +150,7 @@ def _prior(th):
     return -0.5 * jnp.sum(th * th) / 4.0
 
 
-# Every battery model but the kitchen sink (itself a sum of four of them), summed into one: its
-# jaxpr holds every part's equations, so the rewrite meets each part's primitives in ONE
-# compilation (the default run's test_fast_path_equals_vmap; each part alone is the slow run).
-_WHOLE = tuple(BATTERY[k] for k in sorted(set(BATTERY) - {"kitchen_sink"}))
-
-
 def _model(name: str) -> Model:
-    if name == "whole_battery":
-        return Model(lambda th, x: sum(f(th, x) for f in _WHOLE), _prior, D, name=name)
     fn = UNKNOWN if name == "unknown" else BATTERY[name]
     return Model(fn, _prior, D, name=name)
 
@@ -201,10 +193,15 @@ def _block_fn(ll):
 
 # ------------------------------------------------------------------- equality with vmap
 
-# slow: guard in default: test_fast_path_equals_vmap[whole_battery] (every part's primitives in
-# one model, through the same passes and checks)
-@pytest.mark.parametrize("name", ["whole_battery", "unknown"] + [
-    pytest.param(k, marks=pytest.mark.slow) for k in sorted(set(BATTERY) - {"kitchen_sink"})])
+# slow: special, stats and nn (the costliest compilations); guard in default: the other cases,
+# which hold every kind of sub-jaxpr and short reduction these three do (custom_jvp: custom_jvp
+# and softplus; logsumexp's stop_gradient: logsumexp_mixture; short reductions: where_huber,
+# cond), through the same passes and checks.
+_FAST_PATH_SLOW = ("special", "stats", "nn")
+
+
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FAST_PATH_SLOW
+                                  else k for k in sorted(set(BATTERY) - {"kitchen_sink"})] + ["unknown"])
 def test_fast_path_equals_vmap(name, data):
     model = _model(name)
     ll = model.log_likelihood
