@@ -256,7 +256,11 @@ def test_counterexample_defeats_legacy_pair_and_attains_default(sigma, n, b, eps
     assert attained * (1 - ROUNDOFF) <= default <= attained * (1 + REL_HIGH), (default, attained)
 
 
-@pytest.mark.parametrize("sigma,n,b,eps", [(1.0, 6, 2, 0.5), (2.0, 10, 3, 1.0)])
+@pytest.mark.parametrize("sigma,n,b,eps", [
+    (1.0, 6, 2, 0.5),
+    # slow: guard in default: test_default_bounds_every_neighbouring_pair_searched[1.0-6-2-0.5]
+    # (the same brute-force search, a smaller population)
+    pytest.param(2.0, 10, 3, 1.0, marks=pytest.mark.slow)])
 def test_default_bounds_every_neighbouring_pair_searched(sigma, n, b, eps):
     """Brute force over neighbouring data sets with contributions in [-1, 1]: the other records
     take every multiset of values in {-1, 0, 1}, the replaced record moves between two values
@@ -534,6 +538,9 @@ def test_against_dp_accounting():
         assert ours >= theirs * (1 - 1e-2), (relation, ours, theirs)
 
 
+# slow: guard in default: test_reference_value (held values of the same pairs) and
+# test_single_release_matches_mpmath_hockey_stick (exact deltas of every relation)
+@pytest.mark.slow
 @pytest.mark.oracle
 def test_against_fourier_accountant():
     """The Fourier accountant's discretisation error has no fixed sign, so the check is two
@@ -556,6 +563,9 @@ def test_against_fourier_accountant():
     assert subsampled_gaussian_delta(sigma, q, k, eps, "substitute") >= theirs_sub * (1 - 1e-3)
 
 
+# slow: guard in default: test_reference_value (held values of the same pairs) and
+# test_single_release_matches_mpmath_hockey_stick (exact deltas of every relation)
+@pytest.mark.slow
 @pytest.mark.oracle
 def test_against_prv_accountant():
     """prv-accountant (Poisson, add/remove) returns certified lower and upper bounds on the

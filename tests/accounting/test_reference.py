@@ -67,7 +67,23 @@ def _is_legacy_entry(entry):
             and args.get("accountant", "pld") == "pld")
 
 
-@pytest.mark.parametrize("index", range(len(_LOCAL)), ids=[_entry_id(e) for e in _LOCAL])
+def _slow_only(entry):
+    """The held entries whose check runs only in the slow run (make test-all).
+
+    slow: guard in default: test_accounting_pld.py::test_reference_value (the same held
+    subsampled_gaussian_delta entries, the same legacy and default checks);
+    max_iterations[dp-sgld, ε = 6]: guard in default: the ε = 2 entries at the same noise
+    multipliers (the same PLD search, a shorter run); max_iterations[dp-sgnht]: guard in default:
+    the dp-sgld entries (dp-sgnht's accounting is dp-sgld's release, the same search)."""
+    args = entry["args"]
+    if entry["call"] == "subsampled_gaussian_delta":
+        return True
+    return entry["call"] == "max_iterations" and (
+        args["algorithm"] == "dp-sgnht" or (args["algorithm"] == "dp-sgld" and args["epsilon"] == 6))
+
+
+@pytest.mark.parametrize("index", [pytest.param(i, marks=pytest.mark.slow) if _slow_only(e) else i
+                                   for i, e in enumerate(_LOCAL)], ids=[_entry_id(e) for e in _LOCAL])
 def test_reference_value(reference_entries, index):
     # Parametrised over the bundled copy (stable ids); the values checked come from the fixture,
     # i.e. the live held file when it is present.

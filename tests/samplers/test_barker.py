@@ -283,7 +283,11 @@ def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed, cache_
     return np.asarray(pos[:, -1]), info
 
 
-@pytest.mark.parametrize("exact", [True, False])
+@pytest.mark.parametrize("exact", [
+    # slow: guard in default: test_exact_limit_chain_is_exact[False] (the same chain under the
+    # default test) and test_exact_logistic_limit_is_the_barker_test (the exact-logistic test)
+    pytest.param(True, marks=pytest.mark.slow),
+    False])
 def test_exact_limit_chain_is_exact(exact):
     """Identical records (s² = 0, Δ* = Δ) with the exact-logistic test: an exact Barker chain.
 
@@ -358,6 +362,11 @@ def test_audit_tap_reports_the_release_and_does_not_change_the_chain():
     assert 1.0 <= float(taps["noise_variance"]) <= 2.0
 
 
+# slow: guard in default: tests/models/test_model_contract.py::
+# test_samplers_without_gradients_run_an_undifferentiable_model[dp-barker] (dpmcmc.sample's
+# dp-barker run, end to end) and tests/accounting/test_accounting_budget.py::
+# test_defaults_are_sample_s_defaults[dp-barker-params3] (the accountant and iterations it takes)
+@pytest.mark.slow
 def test_sample_end_to_end():
     model, data, mean, sd = _gaussian_problem(5000, 50.0, seed=7)
     res = dpmcmc.sample(model, np.asarray(data), "dp-barker", epsilon=2.0, delta=1e-5, chains=2,

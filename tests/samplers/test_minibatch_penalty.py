@@ -42,7 +42,14 @@ PRIOR_SD = 10.0
 
 # ---------------------------------------------------------------- batch sampling
 
-@pytest.mark.parametrize("n,b,refill", [(9, 2, None), (12, 3, None), (9, 2, 0), (12, 3, 0), (7, 3, None)])
+@pytest.mark.parametrize("n,b,refill", [
+    (9, 2, None),
+    # slow: guard in default: test_batch_indices_are_uniform_over_subsets[9-2-None] (the rounds path)
+    pytest.param(12, 3, None, marks=pytest.mark.slow),
+    (9, 2, 0),
+    # slow: guard in default: test_batch_indices_are_uniform_over_subsets[9-2-0] (the sorted rounds)
+    pytest.param(12, 3, 0, marks=pytest.mark.slow),
+    (7, 3, None)])
 def test_batch_indices_are_uniform_over_subsets(n, b, refill, monkeypatch):
     """All C(n, b) subsets equally likely: χ² goodness of fit, false-alarm rate 1e-3 each.
 
@@ -368,6 +375,11 @@ def test_audit_tap_and_one_component_mode():
     assert float(taps["llr_sigma"]) == pytest.approx(math.sqrt(0.5) * float(taps["sensitivity"]))
 
 
+# slow: guard in default: tests/models/test_user_models.py::
+# test_logistic_regression_under_every_sampler[minibatch-penalty] (dpmcmc.sample's minibatch-penalty
+# run, end to end) and tests/accounting/test_accounting_budget.py::
+# test_defaults_are_sample_s_defaults[minibatch-penalty-params2] (the accountant and iterations it takes)
+@pytest.mark.slow
 def test_sample_end_to_end():
     model, data, mean, sd = _gaussian_problem(5000, 50.0, seed=7)
     res = dpmcmc.sample(model, np.asarray(data), "minibatch-penalty", epsilon=2.0, delta=1e-5,

@@ -150,6 +150,9 @@ def _non_private(n: int, seed: int):
     return des, X, y, m, np.sqrt(np.diag(V))
 
 
+# slow: guard in default: test_linear_family_is_exact_in_one_round (the same nag.fit in its
+# noise-free limit, against the exact posterior) and fresh_runs (the logistic rounds of the fit)
+@pytest.mark.slow
 def test_large_budget_recovers_the_non_private_posterior():
     """With a huge ε the noise vanishes: the draws match the Laplace approximation of the
     non-private posterior (mean within 0.1 sd, sd within 10 %)."""
@@ -162,6 +165,10 @@ def test_large_budget_recovers_the_non_private_posterior():
     assert np.all(np.abs(s.std(0) / sd - 1) < 0.1)
 
 
+# slow: guard in default: tests/tabular/test_glm_calibration.py::
+# test_linear_residual_sd_inferred_is_calibrated (nag.fit's posterior carries its noise: coverage
+# at the nominal rates on simulated tables)
+@pytest.mark.slow
 def test_noise_is_carried_into_the_posterior_spread():
     """At a small budget the noise-aware posterior is wider than the non-private one and still
     covers it: each coefficient's non-private mean lies within 3 private sds (20 seeds; under
@@ -312,6 +319,9 @@ def gaussian_transcripts():
     return plan, dict(zip(scales, outs))
 
 
+# slow: guard in default: test_audit_transcript_privacy_profile_with_the_knorm_round (the same
+# transcript audit of nag._releases: its Gaussian rounds, then the K-norm round)
+@pytest.mark.slow
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.6, False)])
 def test_audit_transcript_privacy_loss(noise_scale, calibrated, gaussian_transcripts):
     """Gaussian rounds: an attacker who knows D and D' computes the exact privacy loss of each

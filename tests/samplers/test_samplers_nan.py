@@ -46,8 +46,12 @@ def check_common(pos, info):
 
 @pytest.mark.parametrize("name,params", [
     ("rwmh", dict(proposal_std=0.15)),
-    ("rwmh", dict(proposal_std=0.15, clip=50.0)),
-    ("hmc", dict(step_size=0.03, leapfrog_steps=5)),
+    # slow: guard in default: test_nan_likelihood_is_a_rejection_nonprivate[rwmh-params0] (same
+    # rejection of a NaN log ratio; the clip only bounds the finite ones)
+    pytest.param("rwmh", dict(proposal_std=0.15, clip=50.0), marks=pytest.mark.slow),
+    # slow: guard in default: test_divergent_leapfrog_is_a_rejection[hmc-params0] (hmc's rejection
+    # of a non-finite end point, the same check a NaN energy meets)
+    pytest.param("hmc", dict(step_size=0.03, leapfrog_steps=5), marks=pytest.mark.slow),
 ])
 def test_nan_likelihood_is_a_rejection_nonprivate(name, params):
     pos, info = run(name, NAN_WALL, [0.2, 0.0], **params)
@@ -82,6 +86,10 @@ def test_private_penalty_never_propagates_a_nan_likelihood():
     assert info.accepted.sum() > 0
 
 
+# slow: guard in default: test_private_penalty_never_propagates_a_nan_likelihood (the clipped
+# ratio sum that replaces a NaN ratio by -c, shared by dp-hmc) and
+# test_divergent_leapfrog_is_a_rejection[dp-hmc-params1] (dp-hmc's non-finite rejection)
+@pytest.mark.slow
 def test_private_hmc_never_propagates_a_nan_likelihood():
     pos, info = run("dp-hmc", NAN_WALL, [0.2, 0.0], tau_l=0.3, tau_g=0.5, clip=5.0, grad_clip=2.0,
                     step_size=0.03, leapfrog_steps=5)

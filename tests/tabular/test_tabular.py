@@ -109,6 +109,12 @@ def test_private_run_uses_every_row_despite_out_of_range_covariates():
     assert res.params["clip"] == res.params["grad_clip"] == math.sqrt(4)
 
 
+# slow: guard in default: tests/samplers/test_private_init.py::
+# test_default_start_is_private_exactly_where_it_applies and
+# test_private_start_is_accounted_as_its_own_mechanism (the same default start, its own mechanism,
+# and the iterations a given start buys), test_private_run_uses_every_row_despite_out_of_range_covariates
+# (the table path's dp-hmc run)
+@pytest.mark.slow
 def test_sampler_path_starts_privately_by_default_with_epsilon():
     # The data holder's dp-hmc default: a private start, charged as its own mechanism; a start the
     # user gives (or a run with iterations and delta only) has none.
