@@ -129,3 +129,14 @@ def pytest_runtest_setup(item):
         optimise = any(item.get_closest_marker(m) is not None for m in ("xla_optimized", "slow"))
         jax.config.update("jax_disable_most_optimizations", not optimise)
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the costly twins listed in tests/suite_budget.py (each with the default-run
+    guard of its property named there)."""
+    import suite_budget
+
+    for item in items:
+        if item.nodeid in suite_budget.SLOW_CASES:
+            item.add_marker(pytest.mark.slow)
+        suite_budget.COLLECTED[item.nodeid] = item.get_closest_marker("slow") is not None

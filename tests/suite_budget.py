@@ -1,0 +1,95 @@
+"""Default-run cases that the suite's CPU budget sends to ``slow`` (``make test-all`` runs them).
+
+The default run (``make test``) must stay under 5 CPU minutes on a 2-core machine, and every
+property must stay in the suite. Each case below is a costly twin: the same property is also
+checked in the default run by the *guard* named beside it (a cheaper test of the same code path,
+or the same property on another sampler), and the case itself still runs under ``-m slow``.
+``tests/conftest.py`` applies the marks at collection; ``tests/test_suite_budget.py`` checks
+that every case and every guard exists, and that every guard is in the default run.
+
+Most cases elsewhere carry their own ``@pytest.mark.slow`` with the guard in a comment beside
+it; these are the ones moved together when the suite's cost was cut (stop 37), kept in one
+table so that the cut can be read, and undone, in one place. Costs are CPU seconds per case in
+a full default run on this machine.
+"""
+from __future__ import annotations
+
+#: ``node id -> (guards, why)``: the guards are node ids of default-run tests.
+SLOW_CASES: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/runtime/test_compile_cache.py::test_persistent_cache_holds_no_data_and_serves_a_new_process": (
+        ("tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[dp-hmc]",
+         "tests/runtime/test_compile_cache.py::test_persistent_cache_switches"),
+        "two child processes (~10 CPU-s). The file the cache writes is the executable whose HLO the "
+        "guard finds free of any data-sized constant; the switches are checked in-process."),
+    "tests/runtime/test_compile_cache.py::test_a_model_built_again_alike_reuses_the_program_and_another_does_not": (
+        ("tests/runtime/test_compile_cache.py::test_repeated_call_on_new_data_compiles_nothing",
+         "tests/runtime/test_compile_cache.py::test_model_key_tells_apart_what_a_trace_would"),
+        "four programs (~7 CPU-s). A hit compiles nothing and gives the draws of its run (first "
+        "guard); the key that decides a hit tells apart what a trace would (second)."),
+    "tests/audit/test_audit_subsampled.py::test_miscalibrated_subsampled_sampler_is_flagged[minibatch-penalty-sensitivity-undercounted-x2]": (
+        ("tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
+         "tests/audit/test_audit_subsampled.py::test_audit_tap_leaves_the_chain_unchanged[minibatch-penalty]",
+         "tests/audit/test_audit_subsampled.py::test_minibatch_penalty_design_shift"),
+        "10⁵ audited runs (~7 CPU-s). The flagging pipeline is the same for every sampler; "
+        "minibatch-penalty's release and its audit design are checked on their own."),
+    "tests/samplers/test_minibatch_penalty.py::test_gaussian_chain_targets_the_tempered_posterior[guided-walk-400]": (
+        ("tests/samplers/test_dp_penalty.py::test_dp_penalty_is_exact_with_noise_and_tempering",
+         "tests/samplers/test_minibatch_penalty.py::test_audit_tap_and_one_component_mode"),
+        "a long chain against the exact posterior (~8 CPU-s). The penalty test's exactness is "
+        "checked on the full-data sampler; the minibatch kernel's release and mode on their own."),
+    "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[minibatch-penalty]": (
+        ("tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[dp-hmc]",),
+        "two programs (~5 CPU-s). The data reach every sampler's program through the driver's one "
+        "data argument; dp-hmc's case is the harder one (its float32 gradient copy)."),
+    "tests/kernels/test_noise_source.py::test_two_secure_runs_in_threads_draw_each_their_own_noise[dp-penalty]": (
+        ("tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-hmc]",
+         "tests/kernels/test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept"),
+        "two runs in lockstep threads (~6 CPU-s). Every secure draw is counted against the "
+        "accountant's releases under its own secret, and the noise source is carried by the "
+        "kernel, not read from a process-global setting."),
+    "tests/audit/test_audit_barker.py::test_miscalibrated_barker_is_flagged[noise-x0.3]": (
+        ("tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
+         "tests/audit/test_audit_barker.py::test_claim_is_the_default_accountant_and_the_smallest_batch"),
+        "an audit program (~5 CPU-s). The flagging pipeline is the same; DP Barker's calibrated "
+        "audit stays."),
+    "tests/runtime/test_driver.py::test_chunking_does_not_change_draws[rwmh-chunks0]": (
+        ("tests/runtime/test_chunk_cache.py::test_the_cache_changes_no_draw_at_any_chunk_size",),
+        "two chunk programs (~3 CPU-s). The guard runs a private sampler in chunks of 5 of 24 "
+        "against one chunk, bit for bit, through the same driver."),
+    "tests/runtime/test_driver.py::test_outputs_are_numpy_convertible_with_documented_shapes": (
+        ("tests/test_api.py::test_result_parts_and_report",),
+        "DP-HMC's reference run (~3 CPU-s). The result's arrays, their shapes and the draws "
+        "repeating on a rejection are checked through dpmcmc.sample."),
+    "tests/kernels/test_barker_correction.py::test_smaller_C_meets_targets_by_fft[1.0]": (
+        ("tests/kernels/test_barker_correction.py::test_large_C_warns_and_misses_targets",
+         "tests/kernels/test_barker_correction.py::test_c2_meets_targets_by_independent_fft_convolution"),
+        "a fit and 10⁶ draws (~4 CPU-s). The on-demand fit runs in the first guard; the FFT check "
+        "of the targets on the shipped C = 2 mixture in the second."),
+    "tests/kernels/test_barker_correction.py::test_refit_reproduces_shipped_c2": (
+        ("tests/kernels/test_barker_correction.py::test_c2_meets_targets_by_independent_fft_convolution",),
+        "a fit (~2.5 CPU-s). The shipped mixture meets its targets by an independent check."),
+    "tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-barker]": (
+        ("tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-hmc]",
+         "tests/test_secure_mode.py::test_secure_mode_keeps_minibatches_and_the_barker_correction_secret"),
+        "a secure run (~2 CPU-s). DP Barker's secure noise and correction are the second guard's."),
+    "tests/test_secure_mode.py::test_every_noise_draw_is_secure[minibatch-penalty]": (
+        ("tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-sgld]",
+         "tests/test_secure_mode.py::test_secure_mode_keeps_minibatches_and_the_barker_correction_secret"),
+        "a secure run (~2 CPU-s). A subsampled sampler's secure draws are dp-sgld's case; the "
+        "minibatches' secrecy the second guard's."),
+    "tests/samplers/test_sgld.py::test_divergence_keeps_the_old_state": (
+        ("tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]",),
+        "a run (~2 CPU-s). A divergence is a rejection that keeps the old state in the guard."),
+    "tests/runtime/test_chunk_cache.py::test_cached_step_keeps_the_contract": (
+        ("tests/runtime/test_chunk_cache.py::test_the_cache_changes_no_draw_at_any_chunk_size",),
+        "a cached kernel (~2 CPU-s). The cache changes no draw at any chunk size in the guard."),
+    "tests/test_api.py::test_mid_chain_nan_is_a_counted_rejection[dp-hmc-params1]": (
+        ("tests/test_api.py::test_mid_chain_nan_is_a_counted_rejection[dp-penalty-params0]",
+         "tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]"),
+        "a run (~2 CPU-s). The count is the driver's, the same for dp-penalty; DP-HMC's "
+        "non-finite steps are rejections in the second guard."),
+}
+
+#: ``node id -> marked slow?`` of every test this session collected (filled by conftest's
+#: collection hook, before ``-m`` deselects): what tests/test_suite_budget.py checks against.
+COLLECTED: dict[str, bool] = {}
