@@ -37,10 +37,6 @@ SLOW_CASES: dict[str, tuple[tuple[str, ...], str]] = {
          "tests/samplers/test_minibatch_penalty.py::test_audit_tap_and_one_component_mode"),
         "a long chain against the exact posterior (~8 CPU-s). The penalty test's exactness is "
         "checked on the full-data sampler; the minibatch kernel's release and mode on their own."),
-    "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[minibatch-penalty]": (
-        ("tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[dp-hmc]",),
-        "two programs (~5 CPU-s). The data reach every sampler's program through the driver's one "
-        "data argument; dp-hmc's case is the harder one (its float32 gradient copy)."),
     "tests/kernels/test_noise_source.py::test_two_secure_runs_in_threads_draw_each_their_own_noise[dp-penalty]": (
         ("tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-hmc]",
          "tests/kernels/test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept"),
