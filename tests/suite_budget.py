@@ -84,6 +84,23 @@ SLOW_CASES: dict[str, tuple[tuple[str, ...], str]] = {
          "tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]"),
         "a run (~2 CPU-s). The count is the driver's, the same for dp-penalty; DP-HMC's "
         "non-finite steps are rejections in the second guard."),
+    "tests/runtime/test_driver_data_argument.py::test_builder_path_secure_mode_and_chunks_equal_closure_path": (
+        ("tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc]",
+         "tests/test_secure_mode.py::test_every_noise_draw_is_secure[dp-hmc]",
+         "tests/runtime/test_chunk_cache.py::test_the_cache_changes_no_draw_at_any_chunk_size"),
+        "three programs (~3 CPU-s). The builder path's draws equal the closure path's in the "
+        "first guard, its secure runs draw only secure noise in the second, its chunks change no "
+        "draw in the third."),
+    "tests/samplers/test_barker.py::test_audit_tap_reports_the_release_and_does_not_change_the_chain": (
+        ("tests/audit/test_audit_barker.py::test_audit_tap_leaves_the_chain_unchanged",
+         "tests/samplers/test_barker.py::test_release_noise_is_the_documented_gaussian"),
+        "a tapped and a plain chain (~3 CPU-s). DP Barker's tap leaves the chain unchanged in the "
+        "audit's own test; its release is the documented Gaussian in the second guard."),
+    "tests/records/test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices": (
+        ("tests/records/test_sharding.py::test_one_device_mesh_matches_plain_run",),
+        "a 4-device child process (~5 CPU-s), the last of the default run. The mesh path runs on "
+        "one device in the guard; a sharded sum only reorders the blocks' compensated sums "
+        "(every other 4-device test is slow too, see HOST_DEVICE_CHILD)."),
 }
 
 #: ``node id -> marked slow?`` of every test this session collected (filled by conftest's

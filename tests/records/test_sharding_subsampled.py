@@ -29,8 +29,8 @@ from host_devices import check
 # indices drawn as dp-sgld's are).
 HOST_DEVICE_CHILD = "sharding_subsampled:gather_draws_program"
 # Its tests are slow (the suite's CPU budget: the 4-device child compiles every program of the
-# module); the default run keeps one multi-device check
-# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# module); the default run keeps the mesh path on one device
+# (test_sharding.py::test_one_device_mesh_matches_plain_run)
 # and the subsampled samplers' mesh arguments (test_mesh_arguments_for_subsampled_samplers).
 # The slow tests' cases, run in the same child when they are selected (conftest._child_functions).
 HOST_DEVICE_CHILD_SLOW = "sharding_subsampled:every_sampler"

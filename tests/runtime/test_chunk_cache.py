@@ -214,8 +214,8 @@ HOST_DEVICE_CHILD = "chunk_cache:cached_equals_uncached"
 HOST_DEVICE_CHILD_SLOW = "chunk_cache:sharded_vs_plain"
 
 
-# slow (suite budget): a 4-device child process; the default run keeps one multi-device check
-# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# slow (suite budget): a 4-device child process; the default run keeps the mesh path on one
+# device (test_sharding.py::test_one_device_mesh_matches_plain_run)
 # and the cache unsharded (test_the_cache_changes_no_draw_at_any_chunk_size).
 @pytest.mark.slow
 def test_the_cache_under_a_mesh_changes_no_draw(host_device_results):

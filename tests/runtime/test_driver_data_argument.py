@@ -228,8 +228,8 @@ def test_run_chains_kernel_and_data_arguments(banana):
 HOST_DEVICE_CHILD = "driver_data_argument:sharded_parameter"
 
 
-# slow (suite budget): a 4-device child process; the default run keeps one multi-device check
-# (test_sharding.py::test_sharded_equals_unsharded_on_four_host_devices, the sharded passes)
+# slow (suite budget): a 4-device child process; the default run keeps the mesh path on one
+# device (test_sharding.py::test_one_device_mesh_matches_plain_run)
 # and the data as a parameter, never a constant, on one device (test_compiled_run_holds_no_data_constant).
 @pytest.mark.slow
 def test_sharded_full_data_run_takes_its_blocks_as_a_sharded_parameter(host_device_results):
