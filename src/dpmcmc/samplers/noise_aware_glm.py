@@ -151,8 +151,10 @@ DEFAULT_SS_SHARE = 0.1
 EARLY_GROWTH = 2.0
 #: Trust-region radius of one Newton move, in units of the scaled coefficients.
 MAX_STEP = 3.0
-#: Default multiplier of the noise-level eigenvalue floor of released Hessians
-#: (:func:`hessian_floor`).
+#: Default multiplier of the noise-level eigenvalue floor of released Hessians in the early
+#: Newton moves (:func:`hessian_floor`): 1 held the moves along a direction of small curvature
+#: to a fraction of Newton's (ISLR Default, ε = 4: the sixth point 11 posterior sds from the
+#: mode; 5 with 0.25; docs/calibration.md).
 DEFAULT_FLOOR_FACTOR = 0.25
 #: Default multiplier of the shrinkage of the curvatures drawn in the noise-aware posterior
 #: (:func:`curvature_shrinkage`): a direction whose curvature the releases cannot resolve
