@@ -16,7 +16,7 @@ Usage (from the repository root)::
 
     PYTHONPATH=src nice -n 10 python benchmarks/calibration.py [--reps 100] [--draws 200] \\
         [--families logistic,logistic-rare,linear] [--n 30,100,300,1000,10000,100000] \\
-        [--d 2,5,10] [--eps 0.3,1,4] [--report-only]
+        [--d 2,5,10] [--eps 0.3,1,4] [--report-only] [--tag NAME]
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def run_point(case, reps: int, draws: int) -> dict:
             "hess_noise_sd": plan.hessians[-1].noise_sd}
 
 
-def load() -> list:
-    return json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+def load(path: Path = RESULTS) -> list:
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def figure(rows: list) -> None:
@@ -216,8 +216,11 @@ def main() -> None:
     ap.add_argument("--d", default="2,5,10")
     ap.add_argument("--eps", default="0.3,1,4")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--tag", default="", help="write the points to results/calibration_TAG.json "
+                    "(e.g. a subset measured after a change of the method) and no report")
     args = ap.parse_args()
-    rows = load()
+    path = RESULTS.with_name(f"calibration_{args.tag}.json") if args.tag else RESULTS
+    rows = load(path)
     if not args.report_only:
         from dpmcmc.tabular.calibration import Case
 
@@ -230,13 +233,15 @@ def main() -> None:
                             continue
                         row = run_point(Case(fam, n, d, eps), args.reps, args.draws)
                         rows.append(row)
-                        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-                        RESULTS.write_text(json.dumps(rows, indent=1))
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_text(json.dumps(rows, indent=1))
                         lv = row["levels"]
                         print(f"{fam} n={n} d={d} ε={eps:g}: 50% {lv['0.5']['pooled']:.2f}/"
                               f"{lv['0.5']['joint']:.2f}  90% {lv['0.9']['pooled']:.2f}/"
                               f"{lv['0.9']['joint']:.2f}  passed={row['passed']}  "
                               f"{row['seconds']:.0f}s", flush=True)
+    if args.tag:
+        return
     command = "PYTHONPATH=src python benchmarks/calibration.py " + " ".join(sys.argv[1:])
     if args.report_only:
         command = ("the points in benchmarks/results/calibration.json were measured by "
