@@ -41,7 +41,7 @@ from scipy import optimize, special
 
 from ._checks import check_nonnegative, check_positive, check_probability
 from ._logspace import grouped_logsumexp, logsumexp
-from .gaussian import _log_delta
+from .gaussian import _log_delta_many
 
 __all__ = ["composed_delta", "composed_epsilon", "max_pure_scale"]
 
@@ -85,21 +85,28 @@ def _atoms(pure: tuple) -> tuple[np.ndarray, np.ndarray]:
     return loss, logp
 
 
-def _log_profile(mu: float, t: float) -> float:
-    """log δ_G(t) of the Gaussian PLD N(μ, 2μ) (μ = 0: the identity mechanism), any real t."""
+def _log_profile(mu: float, t: np.ndarray) -> np.ndarray:
+    """log δ_G(t) of the Gaussian PLD N(μ, 2μ) (μ = 0: the identity mechanism), any real t
+    (an array: every atom of the pure part at once)."""
+    t = np.asarray(t, dtype=np.float64)
+    out = np.full(t.shape, -np.inf)
+    neg = t < 0.0
+    tn = t[neg]
     if mu == 0.0:
-        return math.log(-math.expm1(t)) if t < 0 else -math.inf
-    if t >= 0.0:
-        return _log_delta(mu, t)
+        out[neg] = np.log(-np.expm1(tn))
+        return out
+    if (~neg).any():
+        out[~neg] = _log_delta_many(mu, t[~neg])
     s = math.sqrt(2.0 * mu)
-    value = special.ndtr((mu - t) / s) - math.exp(t) * special.ndtr((-mu - t) / s)
-    return math.log(value) if value > 0 else -math.inf
+    value = special.ndtr((mu - tn) / s) - np.exp(tn) * special.ndtr((-mu - tn) / s)
+    with np.errstate(divide="ignore"):
+        out[neg] = np.where(value > 0, np.log(np.maximum(value, 0.0)), -np.inf)
+    return out
 
 
 def _log_composed_delta(mu: float, pure: tuple, epsilon: float) -> float:
     loss, logp = _atoms(pure)
-    terms = [lp + _log_profile(mu, epsilon - l) for l, lp in zip(loss, logp)]
-    return logsumexp(terms)
+    return logsumexp(logp + _log_profile(mu, epsilon - loss))
 
 
 def composed_delta(epsilon: float, *, mu: float = 0.0, pure: Sequence[float] = ()) -> float:
@@ -210,7 +217,7 @@ def _max_pure_scale(epsilon: float, delta: float, shares: tuple, mu: float) -> f
     def excess(s: float) -> float:
         return _log_composed_delta(mu, tuple(s * a for a in shares), epsilon) - log_target
 
-    if mu > 0 and _log_profile(mu, epsilon) >= log_target:
+    if mu > 0 and _log_profile(mu, np.array([epsilon]))[0] >= log_target:
         return 0.0
     lo = 0.0
     hi = 2.0 * epsilon / min(shares)
