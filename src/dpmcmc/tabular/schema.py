@@ -244,7 +244,8 @@ class Design:
     ----------
     data : ndarray (n, d + 2)
         Records ``(1, x_s..., y)``: intercept column, covariates scaled to [-1, 1], target
-        (logistic: in [0, 1], 0/1 for a declared class; linear: clipped and scaled to [-1, 1]).
+        (logistic: in [0, 1], 0/1 for a declared class; linear: clipped and scaled to [-1, 1];
+        Poisson: the count clipped to its declared cap, [0, C], not scaled).
     names : tuple of str
         ``("intercept", term, ...)``, one per coefficient.
     mid, half : ndarray (d,)
