@@ -138,8 +138,10 @@ def budget(
         None, "--noise-multiplier", help="dp-sgld, dp-sgnht: noise std / per-example clip bound."
     ),
     n0: Optional[float] = typer.Option(None, "--n0", help="dp-barker: tempering n₀ (clip bound √b/n₀)."),
-    family: Optional[str] = typer.Option(None, "--family", help="noise-aware-glm: logistic or linear."),
+    family: Optional[str] = typer.Option(None, "--family", help="noise-aware-glm: logistic, linear or poisson."),
     dim: Optional[int] = typer.Option(None, "--dim", help="noise-aware-glm: coefficients, intercept included."),
+    count_cap: Optional[int] = typer.Option(
+        None, "--count-cap", help="noise-aware-glm, --family poisson: the declared cap C of the counts."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     compare: bool = typer.Option(False, "--compare", help="Compare all accountants in a table."),
 ) -> None:
@@ -150,7 +152,8 @@ def budget(
     from .samplers import ALGORITHMS
 
     if ALGORITHMS[algorithm].one_shot:
-        _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json)
+        _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json,
+                         count_cap)
         return
     if (epsilon is None) == (iterations is None):
         _fail("give exactly one of --epsilon (iterations the budget allows) and --iterations (ε spent)")
@@ -190,7 +193,8 @@ def budget(
     typer.echo(str(report))
 
 
-def _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json) -> None:
+def _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, dim, as_json,
+                     count_cap=None) -> None:
     """``dpmcmc budget`` for a one-shot algorithm: its releases split the whole budget."""
     from ._plan import plan
 
@@ -198,9 +202,10 @@ def _one_shot_budget(algorithm, epsilon, delta, n, chains, accountant, family, d
         _fail(f"--epsilon: {algorithm} splits a budget over its releases; give --epsilon")
     if family is None or dim is None:
         _fail(f"--family and --dim: {algorithm} needs the GLM family and its number of coefficients")
+    extra = {} if count_cap is None else {"count_cap": count_cap}
     try:
         p = plan(dim, n, algorithm, epsilon=epsilon, delta=delta, chains=chains,
-                 accountant=accountant, family=family)
+                 accountant=accountant, family=family, **extra)
     except (ValueError, TypeError) as err:
         _fail(str(err))
     if as_json:
@@ -414,7 +419,8 @@ def experiment_aggregate_command(
 @app.command("sample")
 def sample_command(
     data: str = typer.Argument(..., help="The table: a CSV (.csv) or Parquet (.parquet, .pq) file."),
-    model: str = typer.Option(..., "--model", help="logistic or linear."),
+    model: str = typer.Option(
+        ..., "--model", help="logistic, linear or poisson (a count target declared [0, C], C the cap)."),
     target: str = typer.Option(..., "--target", help="Response column."),
     features: Optional[str] = typer.Option(
         None, "--features", help="Covariate columns, comma-separated (default: all but the target)."

@@ -5,6 +5,7 @@ import json
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -117,3 +118,43 @@ def test_cli_budget_and_plan_name_the_card():
     out = runner.invoke(app, ["budget", "-a", NAME, "--n", "1000", "--epsilon", "1", "--delta",
                               "1e-6"])
     assert out.exit_code != 0 and "--family" in out.output
+
+
+def test_poisson_card_takes_its_cap_from_the_model():
+    """The Poisson family is planned like the others: its cap is an accounting parameter (the
+    releases' bounds are C + 1), read from the model dpmcmc.glm builds or given to the plan;
+    the plan spends the budget; a missing or conflicting cap is refused, naming count_cap, as
+    the CLI's budget does without --count-cap."""
+    from dpmcmc.tabular import design_layout
+
+    p = dpmcmc.plan(3, 1000, NAME, epsilon=2.0, delta=1e-6, family="poisson", count_cap=10)
+    assert p.epsilon_spent == pytest.approx(2.0, rel=1e-9)
+    assert p.report.params["count_cap"] == 10
+    assert nag.plan_releases(1000, p.report.params).gradients[-1].bound == 11.0
+    with pytest.raises(ValueError, match="count_cap"):
+        dpmcmc.plan(3, 1000, NAME, epsilon=2.0, delta=1e-6, family="poisson")
+    with pytest.raises(ValueError, match="count_cap"):
+        dpmcmc.plan(3, 1000, NAME, epsilon=2.0, delta=1e-6, family="logistic", count_cap=10)
+    # A Poisson GLM model (as dpmcmc.glm builds it) carries the cap its target declares.
+    layout = design_layout(["y", "x"], "poisson", "y", ["x"], {"y": [0, 7], "x": [0, 1]})
+    model = dpmcmc.Model(log_likelihood=lambda t, x: x[-1] * (x[:-1] @ t) - jnp.exp(x[:-1] @ t),
+                         log_prior=lambda t: -0.5 * t @ t, dim=2,
+                         metadata={"family": "poisson_regression",
+                                   "count_cap": layout.count_cap})
+    mp = dpmcmc.plan(model, 500, NAME, epsilon=1.0, delta=1e-6)
+    assert mp.params["family"] == "poisson" and mp.params["count_cap"] == 7
+    with pytest.raises(ValueError, match="count_cap"):
+        dpmcmc.plan(model, 500, NAME, epsilon=1.0, delta=1e-6, count_cap=9)
+    runner = CliRunner()
+    out = runner.invoke(app, ["budget", "-a", NAME, "--n", "1000", "--epsilon", "1", "--delta",
+                              "1e-6", "--family", "poisson", "--dim", "3", "--count-cap", "20",
+                              "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["report"]["params"]["count_cap"] == 20
+    out = runner.invoke(app, ["budget", "-a", NAME, "--n", "1000", "--epsilon", "1", "--delta",
+                              "1e-6", "--family", "poisson", "--dim", "3"])
+    assert out.exit_code != 0 and "count_cap" in out.output
+    out = runner.invoke(app, ["plan", "-a", NAME, "--n", "1000", "--dim", "3", "--epsilon", "1",
+                              "--delta", "1e-6", "-p", "family=poisson", "-p", "count_cap=20"])
+    assert out.exit_code == 0, out.output
+    assert "Hessian sum (last round" in out.output

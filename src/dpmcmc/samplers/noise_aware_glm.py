@@ -39,7 +39,12 @@ The per-record bounds come from the declared box alone:
   so one round at ``θ₀ = 0`` is exact: it releases the sufficient statistics ``Σ y x̃``
   (coordinates in ``[−1, 1]``, norm ≤ ``√d``) and ``Σ x̃x̃ᵀ`` (diagonal in ``[0, 1]``,
   off-diagonal in ``[−1, 1]``, Frobenius ≤ ``d``), and, unless a residual sd is declared,
-  ``Σ y²`` (each term in ``[0, 1]``) for the residual variance.
+  ``Σ y²`` (each term in ``[0, 1]``) for the residual variance;
+* Poisson (counts clipped to the declared public cap ``C``, ``y ∈ [0, C]``; log link,
+  ``ℓ_i = y η − e^η − log y!``, ``η = x̃ᵀθ``): ``∇ℓ_i = (y − e^η) x̃`` and
+  ``−∇²ℓ_i = e^η x̃x̃ᵀ`` are unbounded in θ; they are bounded on a public set of points,
+  below, by ``C + 1`` per coordinate (norm ``(C + 1)√d``) and ``C + 1`` per Hessian entry
+  (diagonal in ``[0, C + 1]``, Frobenius ``(C + 1) d``).
 
 Inside the box nothing is clipped (the bounds hold for every record), so the releases are exact
 statistics plus noise. Two mechanisms, each calibrated to the replace-one sensitivity:
@@ -66,6 +71,33 @@ dear (ε ≈ 2√(μ log 1/δ) for small μ), so Gaussian early rounds of a fift
 round the rest, the scale the largest the tight composition allows at (ε, δ). Within each round
 the Hessian gets ``hessian_share``.
 
+The Poisson family's public points
+----------------------------------
+The Newton points θ_k are public (functions of earlier releases), so they may be moved by any
+public rule before a round uses them. Each point is projected (Euclidean,
+:func:`public_point`) onto ``Θ_B = {θ : θ₀ + Σ_{j≥1} |θ_j| ≤ B}``, ``B = log(C + 1)``: the
+points whose log rate ``η = x̃ᵀθ`` stays ≤ B at every point of the declared box (``x̃₀ = 1``,
+``|x̃_j| ≤ 1``, so ``x̃ᵀθ ≤ θ₀ + Σ|θ_j|``, with equality at a corner). A rate above ``C + 1``
+somewhere in the box would put most counts there above the declared cap, outside the model the
+cap declares. ``θ₀ = 0`` lies in ``Θ_B``. The per-record terms are computed with the log rate
+capped, ``μ = e^{min(η, B)}``, which is the identity on ``Θ_B`` (the releases are the exact
+gradient and Hessian sums of the capped counts' Poisson log-likelihood at θ_k) and makes the
+bounds hold at every θ, whatever a caller passes.
+
+*Replace-one sensitivity.* For any θ and any record in the box (``y ∈ [0, C]``,
+``|x̃_j| ≤ 1``): ``μ ∈ (0, C + 1]``, so ``y − μ ∈ (−(C + 1), C]`` and every gradient coordinate
+``(y − μ) x̃_j`` lies in ``[−(C + 1), C + 1]``, its L2 norm ≤ ``(C + 1)√d``; every Hessian
+entry ``μ x̃_j x̃_k`` lies in ``[−(C + 1), C + 1]``, the diagonal in ``[0, C + 1]``, the
+Frobenius norm ``μ‖x̃‖² ≤ (C + 1) d``. Replacing one record changes a sum by the difference of
+two such terms: each gradient coordinate by at most ``2(C + 1)``, each diagonal Hessian entry by
+at most ``C + 1``, each off-diagonal one by at most ``2(C + 1)`` — the K-norm sensitivity box
+(:meth:`GLMRelease.widths`, bound ``C + 1``) — and the L2 / Frobenius norm by at most twice the
+per-record bound — the Gaussian sensitivity ``2C_g``. So the per-record bounds are
+``max(C, e^B) = C + 1`` times those of a unit weight, from the declared cap and box alone; the
+clip of each release (:func:`_clipped_sum`) enforces the same boxes and is a no-op. No bound,
+scale or branch depends on a record: the projection reads released values only, and the
+composition below holds for adaptively chosen points and neighbouring pairs, in either order.
+
 Accounting. Each Gaussian release is dominated by a symmetric Gaussian pair, each pure release
 by randomized response (:mod:`dpmcmc.accounting.pure`); the f-DP composition theorem holds for
 adaptive composition, so the rounds compose to the exact privacy profile of
@@ -85,13 +117,15 @@ what eigenvalue repulsion could have added to it (:func:`curvature_shrinkage`: t
 by ``2√2 s √(i − 1)``, ``s`` the entries' noise sd, and not below 0; otherwise a curvature made
 of noise would make the posterior narrow), then θ from the Gaussian posterior of the score model
 under the N(0, τ²) prior: precision ``H (s²H + κ²Σ_z)⁻¹ H + P`` (centred where the unshrunk
-curvature draw puts it: the shrinkage widens, it does not move the centre). For the logistic
-family the score at θ_K is ``H̄(θ − θ_K)`` with ``H̄`` the mean Hessian between θ_K and θ, which
-differs from ``H(θ_K)`` when the last point is away from the mode: each draw scales its
-curvature by factors within the bound ``e^{±‖θ − θ_K‖₁}`` (a logistic weight changes by at most
-e^{|Δz|}; capped, :data:`SECANT_M_MAX`). Where the curvature is small next to the noise this is
-the prior, not the noisy score extrapolated; where the releases resolve it, the spread is the
-sampling spread plus the privacy noise's. So the draws carry the noise of the score, of the
+curvature draw puts it: the shrinkage widens, it does not move the centre). For the logistic and
+Poisson families the score at θ_K is ``H̄(θ − θ_K)`` with ``H̄`` the mean Hessian between θ_K
+and θ, which differs from ``H(θ_K)`` when the last point is away from the mode: each draw
+scales its curvature by factors within the bound ``e^{±‖θ − θ_K‖₁}`` (a logistic weight changes
+by at most e^{|Δz|}, a Poisson weight by exactly e^{Δη}; capped, :data:`SECANT_M_MAX`). For
+both, the records' sampling variance of the score is the Hessian itself (``Var y = σ(1 − σ)``,
+resp. ``e^η``; a capped count varies less), so ``s = 1``. Where the curvature is small next
+to the noise this is the prior, not the noisy score extrapolated; where the releases resolve
+it, the spread is the sampling spread plus the privacy noise's. So the draws carry the noise of the score, of the
 curvature and, for linear regression without a declared residual sd, of the released ``Σ y²``
 (the residual variance ``s²`` drawn from ``RSS/χ²_{n−d}``, RSS from the releases). The draws are independent: no chains to mix, no warm-up. Their randomness is
 public.
@@ -118,10 +152,14 @@ import numpy as np
 from dpmcmc import linalg
 from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
-__all__ = ["FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan", "release_plan", "fit",
-           "hessian_floor", "noise_aware_draws", "curvature_shrinkage", "kappa", "MAX_STEP"]
+__all__ = ["FAMILIES", "NEWTON_FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan",
+           "release_plan", "fit", "hessian_floor", "noise_aware_draws", "curvature_shrinkage",
+           "kappa", "public_point", "MAX_STEP"]
 
-FAMILIES = ("logistic", "linear")
+FAMILIES = ("logistic", "linear", "poisson")
+#: The families fitted by Newton rounds at moving public points: their score is nonlinear in θ,
+#: and the records' variance of the score is its Hessian (``s = 1`` in the draws).
+NEWTON_FAMILIES = ("logistic", "poisson")
 GAUSSIAN = "gaussian"
 SUM_OF_SQUARES = "sum of squares"
 KNORM = "knorm"
@@ -129,7 +167,7 @@ MIXED = "mixed"
 #: Choices of the last round's mechanisms: all Gaussian, all K-norm, or "mixed" (Gaussian
 #: Hessian, K-norm gradient); "auto" picks from public inputs (:func:`release_plan`).
 MECHANISMS = ("auto", GAUSSIAN, KNORM, MIXED)
-#: Default number of Newton rounds for the logistic family (linear needs one).
+#: Default number of Newton rounds for the logistic and Poisson families (linear needs one).
 DEFAULT_STEPS = 6
 #: Default share of the Gaussian-only budget μ_all left to the last round (the early rounds
 #: spend the rest).
@@ -140,7 +178,7 @@ DEFAULT_FINAL_SHARE_PURE = 0.7
 #: share resolves more curvature (0.5 cut the median worst error on ISLR Default at ε = 4 from
 #: 18 to 3.5 non-private sds) but broke calibration on rare outcomes (3 % base rate, n = 1000 at
 #: ε = 4 and n = 10⁴ at ε = 1: joint 90 % coverage 0.69; benchmarks/results/
-#: calibration_logistic_hessian_share_0.5.json), so it stays 0.2. Linear: 0.4, since its single
+#: calibration_logistic_hessian_share_0.5.json), so it stays 0.2 (Poisson too). Linear: 0.4, since its single
 #: round's curvature ``Σ x̃x̃ᵀ`` must be resolved for any coefficient to be.
 DEFAULT_HESSIAN_SHARE = 0.2
 LINEAR_HESSIAN_SHARE = 0.4
@@ -263,6 +301,8 @@ class GLMReleasePlan:
         (:func:`noise_aware_draws`).
     sum_of_squares : GLMRelease or None
         Linear family with the residual sd inferred: the release of ``Σ y²`` (last round).
+    count_cap : int or None
+        Poisson family: the declared cap C of the counts (targets clipped to ``[0, C]``).
     """
 
     family: str
@@ -276,6 +316,7 @@ class GLMReleasePlan:
     floor_factor: float = DEFAULT_FLOOR_FACTOR
     draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR
     sum_of_squares: Optional[GLMRelease] = None
+    count_cap: Optional[int] = None
 
     @property
     def steps(self) -> int:
@@ -305,27 +346,59 @@ class GLMReleasePlan:
 
     @property
     def grad_bound(self) -> float:
-        """Per-record L2 bound of the gradient (√d)."""
-        return _bounds(self.family, self.d)[0]
+        """Per-record L2 bound of the gradient (√d; Poisson (C + 1)√d)."""
+        return _bounds(self.family, self.d, self.count_cap)[0]
 
     @property
     def hess_bound(self) -> float:
-        """Per-record Frobenius bound of the Hessian (d/4 logistic, d linear)."""
-        return _bounds(self.family, self.d)[1]
+        """Per-record Frobenius bound of the Hessian (d/4 logistic, d linear, (C + 1) d
+        Poisson)."""
+        return _bounds(self.family, self.d, self.count_cap)[1]
+
+    @property
+    def target_range(self) -> tuple[float, float]:
+        """The declared box of the target: [0, 1] logistic, [−1, 1] linear, [0, C] Poisson."""
+        if self.family == "poisson":
+            return 0.0, float(self.count_cap)
+        return (0.0, 1.0) if self.family == "logistic" else (-1.0, 1.0)
 
     def mechanisms(self) -> list:
         """The releases as PrivacyReport mechanism entries."""
         return [r.report_entry() for r in self.releases()]
 
 
-def _bounds(family: str, d: int) -> tuple[float, float]:
-    """Per-record (L2 gradient, Frobenius Hessian) bounds on the declared box."""
-    return (math.sqrt(d), d / 4.0) if family == "logistic" else (math.sqrt(d), float(d))
-
-
-def _coordinate_bounds(family: str) -> tuple[float, float]:
-    """Per-record bounds of one gradient coordinate and one Hessian entry on the declared box."""
+def _coordinate_bounds(family: str, count_cap=None) -> tuple[float, float]:
+    """Per-record bounds of one gradient coordinate (the residual's bound: ``|x̃_j| ≤ 1``) and
+    one Hessian entry (the weight's bound) on the declared box. Poisson: both ``e^B = C + 1``
+    at the public points (module docstring)."""
+    if family == "poisson":
+        return float(count_cap) + 1.0, float(count_cap) + 1.0
     return (1.0, 0.25) if family == "logistic" else (1.0, 1.0)
+
+
+def _bounds(family: str, d: int, count_cap=None) -> tuple[float, float]:
+    """Per-record (L2 gradient, Frobenius Hessian) bounds on the declared box: the coordinate
+    bounds times ``‖x̃‖ ≤ √d`` and ``‖x̃‖² ≤ d``."""
+    r, w = _coordinate_bounds(family, count_cap)
+    return r * math.sqrt(d), w * d
+
+
+def _check_count_cap(family: str, count_cap):
+    """The Poisson family's declared cap: a positive integer (public); no other family has one."""
+    if family != "poisson":
+        if count_cap is not None:
+            raise ValueError(f"count_cap applies to the poisson family only, got "
+                             f"family={family!r}")
+        return None
+    if count_cap is None:
+        raise ValueError("count_cap: the poisson family needs the declared cap C of the counts "
+                         "(targets are clipped to [0, C]; it bounds each record's influence)")
+    if (isinstance(count_cap, bool) or not isinstance(count_cap, (int, float, np.integer,
+                                                                   np.floating))
+            or not math.isfinite(count_cap) or count_cap < 1 or count_cap != int(count_cap)):
+        raise ValueError(f"count_cap must be a positive integer (the declared cap of the "
+                         f"counts), got {count_cap!r}")
+    return int(count_cap)
 
 
 def _check_share(name: str, v) -> float:
@@ -344,26 +417,27 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                  noise_sd: Optional[float] = None,
                  sum_of_squares_share: float = DEFAULT_SS_SHARE,
                  floor_factor: float = DEFAULT_FLOOR_FACTOR,
-                 draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR) -> GLMReleasePlan:
+                 draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR,
+                 count_cap: Optional[int] = None) -> GLMReleasePlan:
     """Split the budget (ε, δ) over the rounds (public inputs only; module docstring).
 
     Parameters
     ----------
-    family : {"logistic", "linear"}
+    family : {"logistic", "linear", "poisson"}
     n, d : int
         Records, coefficients (intercept included).
     epsilon, delta : float
         The budget of the whole fit: ε > 0, δ in (0, 1).
     steps : int, optional
-        Newton rounds; default 6 for logistic, 1 for linear (exact).
+        Newton rounds; default 6 for logistic and Poisson, 1 for linear (exact).
     final_share : float in (0, 1), optional
         Share of the budget left to the last round (the early rounds spend the rest, in
         geometric weights 1, 2, 4, …; ignored when ``steps == 1``): of the Gaussian-only budget
         ``gaussian_mu(ε, δ)`` with Gaussian early rounds (default 0.8), of the common pure scale
         with K-norm ones (default 0.7).
     hessian_share : float in (0, 1), optional
-        Share of each round's budget for its Hessian release; default 0.2 (logistic), 0.4
-        (linear).
+        Share of each round's budget for its Hessian release; default 0.2 (logistic,
+        Poisson), 0.4 (linear).
     mechanism : {"auto", "gaussian", "knorm", "mixed"}
         The last round's mechanisms. ``"auto"``: the Hessian's by the smaller noise sd of its
         entries (K-norm or Gaussian), then the gradient's by the smaller noise sd of its
@@ -379,6 +453,9 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         (taken from the gradient's share).
     floor_factor, draw_floor_factor : float
         See :class:`GLMReleasePlan`.
+    count_cap : int
+        Poisson family (required there, refused elsewhere): the declared cap C of the counts;
+        the per-record bounds are ``C + 1`` times a unit weight's (module docstring).
     """
     from dpmcmc.accounting._checks import check_positive, check_probability
     from dpmcmc.accounting.gaussian import gaussian_mu
@@ -388,8 +465,9 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
+    count_cap = _check_count_cap(family, count_cap)
     if steps is None:
-        steps = DEFAULT_STEPS if family == "logistic" else 1
+        steps = DEFAULT_STEPS if family in NEWTON_FAMILIES else 1
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if family == "linear" and steps != 1:
@@ -400,7 +478,8 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         raise ValueError(f"early_mechanism must be one of ('auto', 'gaussian', 'knorm'), got "
                          f"{early_mechanism!r}")
     if hessian_share is None:
-        hessian_share = DEFAULT_HESSIAN_SHARE if family == "logistic" else LINEAR_HESSIAN_SHARE
+        hessian_share = (DEFAULT_HESSIAN_SHARE if family in NEWTON_FAMILIES
+                         else LINEAR_HESSIAN_SHARE)
     hessian_share = _check_share("hessian_share", hessian_share)
     if mechanism not in MECHANISMS:
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
@@ -415,8 +494,8 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     g_share = 1.0 - hessian_share - ss_share
     steps, n, d = int(steps), int(n), int(d)
     mu_all = gaussian_mu(epsilon, delta)
-    g_l2, h_fro = _bounds(family, d)
-    g_box, h_box = _coordinate_bounds(family)
+    g_l2, h_fro = _bounds(family, d, count_cap)
+    g_box, h_box = _coordinate_bounds(family, count_cap)
 
     weights = [EARLY_GROWTH ** k for k in range(steps - 1)]
 
@@ -482,7 +561,7 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     return GLMReleasePlan(family, n, d, epsilon, delta, tuple(r[0] for r in rounds),
                           tuple(r[1] for r in rounds),
                           None if noise_sd is None else float(noise_sd), float(floor_factor),
-                          float(draw_floor_factor), final[2])
+                          float(draw_floor_factor), final[2], count_cap)
 
 
 # ------------------------------------------------------------------------ the data pass
@@ -495,27 +574,33 @@ def _clip_rows(v: jax.Array, bound: float) -> jax.Array:
     return v * scale.reshape((-1,) + (1,) * (v.ndim - 1))
 
 
-def _in_box(family: str, X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _in_box(plan: GLMReleasePlan, X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The rows clipped into the declared box the release bounds assume: covariates into
-    [-1, 1], the target into [0, 1] (logistic) or [-1, 1] (linear), ±inf to the nearer end; a
-    NaN takes the centre of its range (as the table path's missing values). A no-op on the table
-    path's design; for any other caller it is what keeps one record's influence within the
-    bounds (and the draws finite), whatever its value."""
+    [-1, 1], the target into :attr:`GLMReleasePlan.target_range` ([0, 1] logistic, [-1, 1]
+    linear, [0, C] Poisson), ±inf to the nearer end; a NaN takes the centre of its range (as the
+    table path's missing values). A no-op on the table path's design; for any other caller it is
+    what keeps one record's influence within the bounds (and the draws finite), whatever its
+    value."""
     X = jnp.where(jnp.isnan(X), 0.0, jnp.clip(X, -1.0, 1.0))
-    lo, hi = (0.0, 1.0) if family == "logistic" else (-1.0, 1.0)
+    lo, hi = plan.target_range
     y = jnp.where(jnp.isnan(y), 0.5 * (lo + hi), jnp.clip(y, lo, hi))
     return X, y
 
 
-def _per_record(family: str, theta, X, y, noise_sd=None):
+def _per_record(family: str, theta, X, y, noise_sd=None, count_cap=None):
     """Per-record gradient and Hessian terms at ``theta``. Linear: the sufficient statistics
     ``y x̃`` and ``x̃x̃ᵀ`` (the gradient and Hessian at θ = 0 for unit residual variance; the
-    residual variance enters only the posterior). ``noise_sd`` is ignored (kept for callers)."""
+    residual variance enters only the posterior). ``noise_sd`` is ignored (kept for callers).
+    Poisson: at the log rate capped at ``B = log(C + 1)`` (``count_cap`` = C), the identity at
+    a public point (:func:`public_point`), which bounds every term at any θ."""
     del noise_sd
     if family == "logistic":
         p = jax.nn.sigmoid(X @ theta)
         g = (y - p)[:, None] * X
         w = p * (1.0 - p)
+    elif family == "poisson":
+        w = jnp.exp(jnp.minimum(X @ theta, math.log(count_cap + 1.0)))
+        g = (y - w)[:, None] * X
     else:
         g = y[:, None] * X  # at θ = 0 (the only round of the linear family)
         w = jnp.ones(y.shape, X.dtype)
@@ -582,6 +667,30 @@ def hessian_floor(noise_sd, d: int, factor: float = DEFAULT_FLOOR_FACTOR):
     return factor * 2.0 * noise_sd * math.sqrt(d)
 
 
+def public_point(plan: GLMReleasePlan, theta: jax.Array) -> jax.Array:
+    """The public point a round evaluates at: θ itself, except for the Poisson family, whose
+    points are projected onto ``Θ_B = {θ : θ₀ + Σ_{j≥1} |θ_j| ≤ B}``, ``B = log(C + 1)``
+    (module docstring: there every record's log rate is ≤ B, so the release bounds hold
+    unclipped). Post-processing of released values; public inputs only.
+
+    The Euclidean projection of an outside point is ``θ₀ − λ`` and ``soft(θ_j, λ)``
+    (soft-thresholding of the slopes) with ``λ > 0`` the root of the decreasing
+    ``f(λ) = θ₀ − λ + Σ_j (|θ_j| − λ)₊ − B`` (the KKT conditions). With the ``|θ_j|`` sorted
+    in decreasing order, ``λ_k = (θ₀ + Σ_{j≤k} |θ_j| − B)/(k + 1)`` solves the linear piece with
+    the k largest slopes active, each ``λ_k ≤ λ*`` (that piece lies below f), and the active
+    count's ``λ_k`` is the root: ``λ* = max_k λ_k``.
+    """
+    if plan.family != "poisson":
+        return theta
+    b = math.log(plan.count_cap + 1.0)
+    a = jnp.abs(theta[1:])
+    top = jnp.cumsum(-jnp.sort(-a))                    # sums of the k largest, k = 1..d−1
+    lam = jnp.max(jnp.concatenate([(theta[:1] - b),
+                                   (theta[0] + top - b) / jnp.arange(2.0, plan.d + 1.0)]))
+    proj = jnp.concatenate([theta[:1] - lam, jnp.sign(theta[1:]) * jnp.maximum(a - lam, 0.0)])
+    return jnp.where(theta[0] + jnp.sum(a) > b, proj, theta)
+
+
 def _newton_move(theta, g, h, prior_prec, floor):
     q = _psd(h, floor) + prior_prec
     step = linalg.solve(q, g - prior_prec @ theta)
@@ -593,7 +702,7 @@ def _round(key, theta, X, y, plan: GLMReleasePlan, grad: GLMRelease, hess: GLMRe
            noise: NoiseSource, scales=(None, None)):
     """One round's two releases at the public point ``theta``."""
     k_g, k_h = jax.random.split(key)
-    g_i, h_i = _per_record(plan.family, theta, X, y, plan.noise_sd)
+    g_i, h_i = _per_record(plan.family, theta, X, y, plan.noise_sd, plan.count_cap)
     return (_mechanism(k_g, _clipped_sum(g_i, grad), grad, noise, scales[0]),
             _mechanism(k_h, _clipped_sum(h_i, hess), hess, noise, scales[1]))
 
@@ -625,7 +734,8 @@ def _releases(key, X, y, plan: GLMReleasePlan, prior_prec, noise: NoiseSource):
             g_rel, h_rel = _round(k, theta, X, y, plan, grad0, hess0, noise, (scale_g, scale_h))
             sd_h = h_unit / scale_h if pure else scale_h  # this round's scale, traced
             floor = hessian_floor(sd_h, plan.d, plan.floor_factor)
-            return _newton_move(theta, g_rel, h_rel, prior_prec, floor), (theta, g_rel, h_rel)
+            moved = public_point(plan, _newton_move(theta, g_rel, h_rel, prior_prec, floor))
+            return moved, (theta, g_rel, h_rel)
 
         sc = jnp.asarray([[g.epsilon, h.epsilon] if pure else [g.sigma, h.sigma]
                           for g, h in early], jnp.float64)
@@ -697,8 +807,7 @@ def _shrink_eigenvalues(vals, t, cap):
 def _curvature_cap(plan: GLMReleasePlan) -> float:
     # Largest eigenvalue a Hessian of n records in the box can have: n · (weight bound) · d
     # (each record adds w x̃x̃ᵀ with ‖x̃‖² ≤ d).
-    w_max = 0.25 if plan.family == "logistic" else 1.0
-    return plan.n * w_max * plan.d
+    return plan.n * plan.hess_bound
 
 
 def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_prec, num: int,
@@ -707,14 +816,14 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
 
     The model of the last round's releases at the public point ``θ_K`` (module docstring):
     ``ĝ = H(θ − θ_K) + e + z``, ``e ~ N(0, s²H)`` (the records' sampling noise of the score;
-    logistic ``s = 1``, linear ``θ_K = 0``, ``ĝ = Σ y x̃``, ``H = Σ x̃x̃ᵀ``), ``z`` the release's
+    logistic and Poisson ``s = 1``, linear ``θ_K = 0``, ``ĝ = Σ y x̃``, ``H = Σ x̃x̃ᵀ``), ``z`` the release's
     noise; ``Ĥ = H + z_H``; linear with the residual sd inferred, ``Σy²`` released too. Each
     draw
 
     1. takes a curvature ``H = Ĥ − z_H`` (``z_H`` a fresh draw of the Hessian release's noise),
        symmetrised, its eigenvalues moved down as :func:`curvature_shrinkage` says and kept in
-       ``[0, n·w_max·d]`` (the box's bound); logistic: each eigenvalue then scaled by a factor
-       log-uniform in ``[e^{−m}, e^{m}]``, ``m = min(‖θ̄ − θ_K‖₁, SECANT_M_MAX)`` (θ̄ the
+       ``[0, n·w_max·d]`` (the box's bound); logistic and Poisson: each eigenvalue then
+       scaled by a factor log-uniform in ``[e^{−m}, e^{m}]``, ``m = min(‖θ̄ − θ_K‖₁, SECANT_M_MAX)`` (θ̄ the
        draw's centre), for the mean Hessian between θ_K and θ that the score holds;
     2. linear, residual sd inferred: ``RSS = (Σy² − z_ss) − gᵀ H_f⁻¹ g`` with ``g = ĝ − z_g``
        and ``H_f`` the draw's eigenvalues floored (not shrunk) at the shrinkage, kept in
@@ -758,7 +867,7 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
         vals, vecs = linalg.eigh(0.5 * (hz + hz.T))
         # Eigenvalue i (ascending) is moved down by 2√2 s √(i − 1) (:func:`curvature_shrinkage`).
         t = shrink * jnp.sqrt(2.0 * jnp.arange(d) / d)
-        if plan.family == "logistic":
+        if plan.family in NEWTON_FAMILIES:
             s2 = 1.0
         elif not infer:
             s2 = plan.noise_sd ** 2
@@ -773,10 +882,10 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
         lam_w = _shrink_eigenvalues(vals, t, cap)      # the width's curvature (shrunk)
         lam_c = jnp.clip(vals, 0.0, cap)                # the centre's (unshrunk)
         mean = _conjugate((vecs * lam_c) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec)[0]
-        if plan.family == "logistic" and SECANT:
+        if plan.family in NEWTON_FAMILIES and SECANT:
             # The score at θ_K is H̄(θ − θ_K) with H̄ the mean Hessian on the segment, not
             # H(θ_K): a logistic weight σ(1 − σ) changes by at most e^{|Δz|} when the logit moves
-            # by Δz, and |x̃ᵀΔ| ≤ ‖Δ‖₁ in the box, so e^{−m} H ≼ H(θ) ≼ e^{m} H along the
+            # by Δz (a Poisson weight e^η by exactly e^{Δη}), and |x̃ᵀΔ| ≤ ‖Δ‖₁ in the box, so e^{−m} H ≼ H(θ) ≼ e^{m} H along the
             # segment, m = ‖θ − θ_K‖₁ (public bound). Each draw scales the curvature of each
             # eigendirection by its own factor, log-uniform in [e^{−m}, e^{m}], m from the draw's
             # centre (capped at SECANT_M_MAX): a last point far from the mode widens the posterior
@@ -795,7 +904,7 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
     return jax.vmap(one)(jax.random.split(key, num))
 
 
-#: Logistic family: widen each draw's curvature for the distance between the last point θ_K
+#: Logistic and Poisson families: widen each draw's curvature for the distance between the last point θ_K
 #: and the draw's centre (:func:`noise_aware_draws`).
 SECANT = True
 #: Cap on that distance m (the factors e^{±m}): beyond it the bound (a record at the box's
@@ -838,7 +947,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         Split into the privacy-noise key and the public draw key.
     data : (n, d + 1) array
         Rows ``(1, x_s..., y)`` of the scaled design, ``x_s ∈ [-1, 1]`` (logistic ``y ∈ {0, 1}``,
-        linear ``y ∈ [-1, 1]``).
+        linear ``y ∈ [-1, 1]``, Poisson ``y ∈ [0, C]``).
     plan : GLMReleasePlan
         From :func:`release_plan` (public inputs only): family, n, d, the mechanisms.
     prior_sd : float
@@ -864,7 +973,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
     _compile_cache.ensure_persistent_cache()
     with jax.enable_x64(True):
         arr = jnp.asarray(np.asarray(data, dtype=np.float64))
-        X, y = _in_box(plan.family, arr[:, :-1], arr[:, -1])
+        X, y = _in_box(plan, arr[:, :-1], arr[:, -1])
         if X.shape[1] != plan.d or X.shape[0] != plan.n:
             raise ValueError(f"data has shape {tuple(arr.shape)}, the plan expects "
                              f"({plan.n}, {plan.d + 1})")
@@ -895,15 +1004,17 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
 # composed by the same accountant as every sampler's (dpmcmc.accounting.spent).
 
 #: What ``family`` a model built by the table path declares in its metadata.
-_MODEL_FAMILIES = {"logistic_regression": "logistic", "linear_regression": "linear"}
+_MODEL_FAMILIES = {"logistic_regression": "logistic", "linear_regression": "linear",
+                   "poisson_regression": "poisson"}
 #: The parameters of the card (``prepare``), with their defaults (``None``: from the model).
 _PARAMS = {"family": None, "noise_sd": None, "steps": None, "final_share": None,
            "hessian_share": None, "sum_of_squares_share": DEFAULT_SS_SHARE, "mechanism": "auto",
-           "early_mechanism": "auto", "prior_sd": None, "draws": 1000}
-#: Accounting parameters: the budget the releases were split for, and how.
+           "early_mechanism": "auto", "prior_sd": None, "draws": 1000, "count_cap": None}
+#: Accounting parameters: the budget the releases were split for, and how (the Poisson
+#: family's declared cap sets its releases' bounds, so it is one of them).
 _SPLIT = ("family", "dim", "split_epsilon", "split_delta")
 _SPLIT_OPTIONAL = ("steps", "final_share", "hessian_share", "mechanism", "noise_sd",
-                   "sum_of_squares_share", "early_mechanism")
+                   "sum_of_squares_share", "early_mechanism", "count_cap")
 
 
 def _prepare(params: dict, model, n) -> dict:
@@ -921,19 +1032,27 @@ def _prepare(params: dict, model, n) -> dict:
         # fitted as if it were a GLM.
         family = _MODEL_FAMILIES.get(meta.get("family"))
         if family is None:
-            raise ValueError(f"model: noise-aware-glm fits the logistic and linear GLMs of "
-                             f"dpmcmc.glm (models.logistic_regression, or dpmcmc.glm's linear "
-                             f"model) on rows (1, x..., y) of a design in [-1, 1]; model "
-                             f"{model.name!r} is neither")
+            raise ValueError(f"model: noise-aware-glm fits the logistic, linear and Poisson GLMs "
+                             f"of dpmcmc.glm (models.logistic_regression, or dpmcmc.glm's "
+                             f"linear and Poisson models) on rows (1, x..., y) of a design in "
+                             f"[-1, 1]; model {model.name!r} is none of them")
         if out["family"] not in (None, family):
             raise ValueError(f"family: the model is the {family} GLM, got family={out['family']!r}")
         out["family"] = family
+        # The Poisson model carries its declared cap: the releases' bounds are the model's.
+        if "count_cap" in meta:
+            if out["count_cap"] not in (None, meta["count_cap"]):
+                raise ValueError(f"count_cap: the model declares the cap {meta['count_cap']}, "
+                                 f"got count_cap={out['count_cap']!r}")
+            out["count_cap"] = meta["count_cap"]
     if out["family"] is None:
         raise ValueError(f"family: give the GLM family, one of {FAMILIES}")
     if out["family"] not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {out['family']!r}")
     # Linear: the residual sd is declared (noise_sd, public) or inferred from a release of Σy²
-    # (None); the logistic family has none.
+    # (None); the logistic and Poisson families have none. Poisson: the declared cap, checked
+    # (and required) before anything else is.
+    out["count_cap"] = _check_count_cap(out["family"], out["count_cap"])
     if out["noise_sd"] is not None:
         out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
     if out["prior_sd"] is None:
@@ -941,7 +1060,7 @@ def _prepare(params: dict, model, n) -> dict:
     out["prior_sd"] = check_positive("prior_sd", out["prior_sd"])
     out["draws"] = check_int("draws", out["draws"], minimum=1)
     if out["steps"] is None:
-        out["steps"] = DEFAULT_STEPS if out["family"] == "logistic" else 1
+        out["steps"] = DEFAULT_STEPS if out["family"] in NEWTON_FAMILIES else 1
     # The split's own checks (steps, shares, mechanism), naming the argument.
     release_plan(out["family"], int(n), int(model.dim), 1.0, 1e-6,
                  **{k: out[k] for k in _SPLIT_OPTIONAL if out[k] is not None})
@@ -986,6 +1105,8 @@ def _validate_split(n: int, params: dict) -> dict:
     out["split_delta"] = check_probability("split_delta", params["split_delta"])
     if params.get("noise_sd") is not None:
         out["noise_sd"] = check_positive("noise_sd", params["noise_sd"])
+    if "count_cap" in params:
+        out["count_cap"] = _check_count_cap(params["family"], params["count_cap"])
     plan_releases(n, out)  # the other checks of release_plan, naming the argument
     return out
 
@@ -1096,7 +1217,7 @@ def audit_design(n: int = AUDIT_N, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 def _release_sum(plan: GLMReleasePlan, data, theta, rel: GLMRelease):
     X, y = data[:, :-1], data[:, -1]
-    g, h = _per_record(plan.family, theta, X, y, plan.noise_sd)
+    g, h = _per_record(plan.family, theta, X, y, plan.noise_sd, plan.count_cap)
     return _clipped_sum(g if rel.statistic == "gradient" else h, rel)
 
 

@@ -7,7 +7,9 @@ One code path for the small default test (tests/test_glm_calibration.py) and the
    (slopes uniform, the intercept set so the outcome has the case's base rate), covariates in
    the declared box [-1, 1] from a mixed public design (continuous uniform, skewed, binary and
    the indicators of a 3-level categorical, the column types rotated between replicates),
-   targets from the model (logistic; linear with a residual sd drawn from [0.05, 0.1]).
+   targets from the model (logistic; linear with a residual sd drawn from [0.05, 0.1]; Poisson
+   counts clipped at the declared cap: :data:`COUNT_CAPS`, a cap the rates almost never reach,
+   and one that bites, whose coverage says what the cap does to the model).
 2. The default path runs on it: the release plan :func:`dpmcmc.glm` builds (its defaults:
    :func:`dpmcmc.samplers.noise_aware_glm.release_plan` with no overrides, prior sd
    :data:`dpmcmc.tabular.front.DEFAULT_PRIOR_SD`, the linear residual sd inferred), the fit's own
@@ -40,8 +42,18 @@ __all__ = ["Case", "simulate", "run_case", "coverage", "LEVELS", "FAMILIES"]
 #: Central interval levels checked.
 LEVELS = (0.5, 0.9)
 #: Simulated families: logistic with a balanced outcome, logistic with a rare one (3 %), linear
-#: (residual sd inferred from the released Σ y²).
-FAMILIES = ("logistic", "logistic-rare", "linear")
+#: (residual sd inferred from the released Σ y²), Poisson counts under a cap they almost never
+#: reach and under one that bites.
+FAMILIES = ("logistic", "logistic-rare", "linear", "poisson", "poisson-capped")
+#: The declared count caps of the Poisson cases. Rates: ``exp(θ₀ + x̃ᵀβ)`` with the rate at the
+#: design's mean covariates in ``1.5 · e^{±0.2}`` and ``Σ|β_j| ≤ 0.5``, so no point of the box
+#: has a rate above ``1.5 e^{0.2 + 0.5 · 1.6} ≈ 4.1`` (the columns' means are within 0.6 of 0):
+#: a count above 10 has probability ≤ 0.0033 at the worst corner of the worst truth, 6·10⁻⁷ at
+#: the typical rate 1.5. A cap of 3 bites: P(y > 3) = 0.066 at rate 1.5, 0.58 at 4.1.
+COUNT_CAPS = {"poisson": 10, "poisson-capped": 3}
+#: Log rate at the mean covariates (before the ±0.2 jitter) and the L1 size of the slopes.
+POISSON_BASE_RATE = 1.5
+POISSON_SLOPES = 0.5
 #: Column types of the mixed design, rotated between replicates.
 COLUMN_TYPES = ("uniform", "skewed", "binary", "category-1", "category-2")
 #: Their means (to centre the linear predictor): U(−1, 1); 2U³ − 1; ±1 with P(1) = 0.3; the
@@ -71,11 +83,17 @@ class Case:
 
     @property
     def glm_family(self) -> str:
-        return "logistic" if self.family.startswith("logistic") else self.family
+        return self.family.split("-")[0]
+
+    @property
+    def count_cap(self):
+        """Poisson: the declared cap of the counts (:data:`COUNT_CAPS`); else None."""
+        return COUNT_CAPS.get(self.family)
 
     def plan(self) -> nag.GLMReleasePlan:
         """The plan dpmcmc.glm makes for this table (its defaults)."""
-        return nag.release_plan(self.glm_family, self.n, self.d, self.epsilon, self.delta)
+        return nag.release_plan(self.glm_family, self.n, self.d, self.epsilon, self.delta,
+                                count_cap=self.count_cap)
 
     def label(self) -> str:
         return f"{self.family} n={self.n} d={self.covariates} ε={self.epsilon:g}"
@@ -110,6 +128,14 @@ def simulate(key, case: Case, offset=0):
         theta = jnp.concatenate([(0.2 * v - slopes @ means)[None], slopes])
         sd = jax.random.uniform(k_s, (), jnp.float64, minval=0.05, maxval=0.1)
         y = jnp.clip(X @ theta + sd * jax.random.normal(k_y, (case.n,), jnp.float64), -1.0, 1.0)
+    elif case.glm_family == "poisson":
+        # Σ|β_j| ≤ POISSON_SLOPES (COUNT_CAPS says what that does to P(y > C)); the counts are
+        # clipped at the declared cap, as the table path clips them.
+        slopes = POISSON_SLOPES * u / dx
+        theta = jnp.concatenate([(math.log(POISSON_BASE_RATE) + 0.2 * v - slopes @ means)[None],
+                                 slopes])
+        counts = jax.random.poisson(k_y, jnp.exp(X @ theta), (case.n,))
+        y = jnp.minimum(counts, case.count_cap).astype(jnp.float64)
     else:
         rare = case.family == "logistic-rare"
         slopes = (0.5 if rare else 1.0) * u

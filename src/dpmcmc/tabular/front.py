@@ -42,7 +42,8 @@ DEFAULT_PRIOR_SD = 10.0
 
 def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float = 0.5,
                      param_radius: float = DEFAULT_PARAM_RADIUS, *, epsilon: Optional[float] = None,
-                     delta: Optional[float] = None, chains: int = 4) -> dict:
+                     delta: Optional[float] = None, chains: int = 4,
+                     count_cap: Optional[int] = None) -> dict:
     """Parameters of a sampler on the scaled design, from public inputs only (docs/tabular.md).
 
     Nothing here reads the data: the algorithm's own rule (``SPEC.defaults``, in its module;
@@ -50,7 +51,8 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
     coefficients, the per-record bounds of :func:`default_clips`, the budget and the chains, and
     ``s₀``, the smallest posterior sd of a coefficient the declared box allows (logistic: a
     record carries at most ¼ unit of information per coordinate, so ``s₀ = 2/√n``; linear:
-    ``s₀ = s/√n``, s the scaled noise sd). The run's (ε, δ) decides the number of iterations,
+    ``s₀ = s/√n``, s the scaled noise sd; Poisson with the declared cap C: at most ``C + 1``
+    units where every log rate in the box is ≤ log(C + 1), ``s₀ = 1/√(n (C + 1))``). The run's (ε, δ) decides the number of iterations,
     and the warm-up (on by default for the table path, ``warmup="auto"``) adapts step sizes and
     proposal scales from released values. ``minibatch-penalty`` and ``dp-barker`` have no rule:
     the first's test noise grows with (n/batch)² and leaves no useful default on tables of this
@@ -69,15 +71,19 @@ def sampler_defaults(algorithm: str, model: str, n: int, d: int, noise_sd: float
     spec = ALGORITHMS[check_choice("algorithm", algorithm, ALGORITHMS)]
     if spec.defaults is None:
         return {}
-    clip, grad_clip = default_clips(model, d, noise_sd, param_radius)
-    s0 = (2.0 if model == "logistic" else noise_sd) / math.sqrt(n)
+    clip, grad_clip = default_clips(model, d, noise_sd, param_radius, count_cap=count_cap)
+    if model == "poisson":
+        s0 = 1.0 / math.sqrt(n * (count_cap + 1.0))
+    else:
+        s0 = (2.0 if model == "logistic" else noise_sd) / math.sqrt(n)
     return spec.defaults(PublicScale(n=n, dim=d + 1, clip=clip, grad_clip=grad_clip, scale=s0,
                                      epsilon=epsilon, delta=delta, chains=chains))
 
 
 # ------------------------------------------------------------------------------ the model
 
-def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_scaled: float):
+def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_scaled: float,
+                 count_cap: Optional[int] = None):
     import jax
     import jax.numpy as jnp
 
@@ -90,12 +96,22 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
         base = logistic_regression(dim, prior_var=prior_var, name="glm-logistic")
         return replace(base, param_names=names)
 
-    s = float(noise_sd_scaled)
-    const = -math.log(s) - 0.5 * math.log(2 * math.pi)
+    if model == "poisson":
+        # Counts clipped to the declared cap; log link on the scaled design.
+        def log_likelihood(theta, x):
+            eta = jnp.dot(x[:-1], theta)
+            return x[-1] * eta - jnp.exp(eta) - jax.scipy.special.gammaln(x[-1] + 1.0)
 
-    def log_likelihood(theta, x):
-        r = (x[-1] - jnp.dot(x[:-1], theta)) / s
-        return const - 0.5 * r * r
+        meta = {"family": "poisson_regression", "count_cap": int(count_cap)}
+    else:
+        s = float(noise_sd_scaled)
+        const = -math.log(s) - 0.5 * math.log(2 * math.pi)
+
+        def log_likelihood(theta, x):
+            r = (x[-1] - jnp.dot(x[:-1], theta)) / s
+            return const - 0.5 * r * r
+
+        meta = {"family": "linear_regression", "noise_sd_scaled": s}
 
     def log_prior(theta):
         return -0.5 * jnp.sum(theta ** 2) / prior_var
@@ -103,10 +119,9 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
     def sample_prior(key, shape):
         return prior_sd * jax.random.normal(key, (*shape, dim))
 
-    return Model(log_likelihood=log_likelihood, log_prior=log_prior, dim=dim, name="glm-linear",
+    return Model(log_likelihood=log_likelihood, log_prior=log_prior, dim=dim, name=f"glm-{model}",
                  sample_prior=sample_prior, record_shape=(dim + 1,), param_names=names,
-                 metadata={"family": "linear_regression", "noise_sd_scaled": s,
-                           "prior_var": prior_var})
+                 metadata=dict(meta, prior_var=prior_var))
 
 
 _RUN_KEYS = {"iterations", "accountant", "relation", "progress", "secure", "checkpoint",
@@ -150,18 +165,22 @@ def glm(
     ledger: Any = None,
     **sampler_params: Any,
 ):
-    """Bayesian logistic or linear regression of ``target`` on ``features`` from a table.
+    """Bayesian logistic, linear or Poisson regression of ``target`` on ``features`` from a table.
 
     Parameters
     ----------
     table : pandas.DataFrame, polars.DataFrame or path
         The sensitive records, one row per person; a path may be CSV or Parquet.
-    model : {"logistic", "linear"}
+    model : {"logistic", "linear", "poisson"}
         Logistic: ``P(y = second class) = σ(intercept + Σ β_j x_j)``. Linear:
         ``y ~ N(intercept + Σ β_j x_j, noise_sd²)`` with ``y`` clipped into its declared range.
+        Poisson: ``y ~ Poisson(exp(intercept + Σ β_j x_j))``, the counts clipped to the
+        declared cap (the coefficients are on the log-rate scale).
     target : str
         The response column. Logistic: declared ``{"categories": [c0, c1]}`` (``c1`` → 1).
-        Linear: declared ``[lo, hi]``.
+        Linear: declared ``[lo, hi]``. Poisson: declared ``[0, C]``, C a positive integer, the
+        public cap of the counts (docs/tabular.md: how the cap bounds each record's influence
+        and what it does to the model).
     features : sequence of str or "a,b,c", optional
         Covariate columns; default every column but ``target``. Each needs a declaration.
     bounds : mapping
@@ -245,11 +264,11 @@ def glm(
     noise_sd_scaled = 0.5 if declared_sd is None else declared_sd
     if algorithm == NOISE_AWARE and model == "linear":
         sampler_params = dict(sampler_params, noise_sd=declared_sd)
-    m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled)
+    m = _build_model(model, d + 1, plan.names, float(prior_sd), noise_sd_scaled, plan.count_cap)
     params = dict(sampler_params)
     for name, value in sampler_defaults(algorithm, model, n, d, noise_sd_scaled,
                                         float(param_radius), epsilon=epsilon, delta=delta,
-                                        chains=chains).items():
+                                        chains=chains, count_cap=plan.count_cap).items():
         params.setdefault(name, value)
     from ..samplers import ALGORITHMS
 

@@ -19,7 +19,7 @@ __all__ = ["MODELS", "parse_schema", "table_columns", "read_table", "Design", "D
            "design_layout", "design", "to_original_scale", "default_clips",
            "DEFAULT_PARAM_RADIUS"]
 
-MODELS = ("logistic", "linear")
+MODELS = ("logistic", "linear", "poisson")
 DEFAULT_PARAM_RADIUS = 10.0
 
 
@@ -244,13 +244,14 @@ class Design:
     ----------
     data : ndarray (n, d + 2)
         Records ``(1, x_s..., y)``: intercept column, covariates scaled to [-1, 1], target
-        (logistic: in [0, 1], 0/1 for a declared class; linear: clipped and scaled to [-1, 1]).
+        (logistic: in [0, 1], 0/1 for a declared class; linear: clipped and scaled to [-1, 1];
+        Poisson: the count clipped to its declared cap, [0, C], not scaled).
     names : tuple of str
         ``("intercept", term, ...)``, one per coefficient.
     mid, half : ndarray (d,)
         Centre and half-width of each covariate's declared range (0/1 indicators: 0.5, 0.5).
     target_mid, target_half : float
-        The same for a linear model's target (0 and 1 for logistic).
+        The same for a linear model's target (0 and 1 for logistic and Poisson).
     """
 
     data: np.ndarray
@@ -281,6 +282,11 @@ class DesignLayout:
         """The columns read from the table: the target, then the covariates."""
         return (self.target, *self.features)
 
+    @property
+    def count_cap(self) -> Optional[int]:
+        """Poisson: the declared cap C of the counts (the target's declared ``[0, C]``)."""
+        return int(self.schema[self.target].hi) if self.model == "poisson" else None
+
     def design(self, df) -> Design:
         """The records ``(1, x_s..., y)`` of ``df``: the only place data values are read.
 
@@ -298,13 +304,26 @@ class DesignLayout:
         tspec = self.schema[self.target]
         if isinstance(tspec, _Categorical):
             y = _one_hot(df[self.target], tspec)[:, 1]
-        elif self.model == "logistic":  # declared [0, 1]
+        elif self.model in ("logistic", "poisson"):  # declared [0, 1] / [0, C]: not scaled
             y = _numeric_column(df[self.target], tspec)
         else:
             y = (_numeric_column(df[self.target], tspec) - self.target_mid) / self.target_half
         data = np.column_stack([np.ones(len(df)), *cols, y]).astype(np.float64)
         return Design(data=data, names=self.names, mid=self.mid, half=self.half,
                       target_mid=self.target_mid, target_half=self.target_half)
+
+
+def _check_count_target(target: str, tspec) -> None:
+    """A Poisson target is a count with a declared cap C: bounds ``[0, C]``, C a positive
+    integer (counts above C are clipped to C; C + 1 bounds each record's influence)."""
+    ok = (isinstance(tspec, _Numeric) and tspec.lo == 0.0 and tspec.hi >= 1.0
+          and tspec.hi == math.floor(tspec.hi))
+    if not ok:
+        got = (f"[{tspec.lo:g}, {tspec.hi:g}]" if isinstance(tspec, _Numeric)
+               else f"categories {list(tspec.categories)!r}")
+        raise ValueError(f"bounds[{target!r}]: a poisson target is a count with a declared cap: "
+                         f"give [0, C] with C a positive integer (counts above C are clipped to "
+                         f"C), got {got}")
 
 
 def design_layout(columns: Sequence[str], model: str, target: str,
@@ -345,6 +364,8 @@ def design_layout(columns: Sequence[str], model: str, target: str,
                          "bounds [0, 1] of a 0/1 column")
     if model == "linear" and not isinstance(tspec, _Numeric):
         raise ValueError(f"bounds[{target!r}]: a linear target needs declared bounds [lo, hi]")
+    if model == "poisson":
+        _check_count_target(target, tspec)
     names, mids, halves = ["intercept"], [], []
     for col in features:
         spec = schema[col]
@@ -408,7 +429,8 @@ def to_original_scale(beta_s: Any, mid: Any, half: Any, target_mid: float = 0.0,
 
 
 def default_clips(model: str, d: int, noise_sd: float = 0.5,
-                  param_radius: float = DEFAULT_PARAM_RADIUS) -> tuple[float, float]:
+                  param_radius: float = DEFAULT_PARAM_RADIUS, *,
+                  count_cap: Optional[int] = None) -> tuple[float, float]:
     """Default ``(clip, grad_clip)`` of dp-hmc for a design with ``d`` scaled covariates.
 
     Every record has ``x̃ = (1, x_s)`` with ``x_s ∈ [-1, 1]^d``, so ``‖x̃‖ ≤ √(1+d)``.
@@ -420,9 +442,18 @@ def default_clips(model: str, d: int, noise_sd: float = 0.5,
       On the ball ``‖θ‖ ≤ R`` (``param_radius``, declared) ``|y_s − x̃ᵀθ| ≤ 1 + √(1+d) R``, so
       both bounds are ``√(1+d) (1 + √(1+d) R) / s²``; outside the ball the clipping enforces
       them (the guarantee holds regardless; only the posterior is then approximate).
+    * poisson (counts capped at ``C = count_cap``): ``∇ℓ = (y − e^{x̃ᵀθ}) x̃`` is unbounded in θ.
+      On the public set where every log rate in the box is at most ``log(C + 1)`` (the noise-
+      aware GLM's points, :func:`dpmcmc.samplers.noise_aware_glm.public_point`)
+      ``|y − e^{x̃ᵀθ}| ≤ C + 1``, so both bounds are ``√(1+d) (C + 1)``; outside it the
+      clipping enforces them, as for linear.
     """
     r = math.sqrt(1 + d)
     if model == "logistic":
         return r, r
+    if model == "poisson":
+        if count_cap is None:
+            raise ValueError("count_cap: the poisson model's clips follow from its declared cap")
+        return r * (count_cap + 1.0), r * (count_cap + 1.0)
     b = r * (1 + r * param_radius) / noise_sd ** 2
     return b, b
