@@ -175,7 +175,8 @@ def test_samplers_without_an_accept_step_refuse_a_short_warmup(alg):
               grad_clip=5.0, key=jax.random.key(0), chains=2)
     with pytest.raises(ValueError, match="needs warmup >= 40"):
         dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup=5, **sg)
-    assert dpmcmc.sample(MODEL, D1, alg, iterations=20, warmup="auto", **sg).plan.warmup == 0
+    # The plan dpmcmc.sample makes (one planner, dpmcmc.plan's), without compiling a run.
+    assert dpmcmc.plan(MODEL, N, alg, iterations=20, warmup="auto", **sg).warmup == 0
     res = dpmcmc.sample(MODEL, D1, alg, iterations=100, warmup=60, **sg)
     pre = res.adapted["precondition"]
     assert pre.shape == (2, DIM) and np.all(pre > 0) and np.allclose(pre.max(axis=1), 1.0, atol=0.2)
