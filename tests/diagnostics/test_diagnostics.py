@@ -100,13 +100,22 @@ def test_mmd_test_size():
 
 def test_mmd_test_power():
     # A 1 sd mean shift with n = m = 200 is detected at alpha = 0.01 for every one of 10 seeds
-    # (population MMD^2 about 0.06 with the median bandwidth, far above the null spread).
+    # (population MMD^2 about 0.06 with the median bandwidth, far above the null spread). The
+    # same-distribution control (n = m = 100, 99 permutations: a quarter of the cost) is flagged
+    # at most once: a permutation p-value is <= 0.01 with probability <= 0.01 under the null,
+    # so P(>= 2 of 10) < 0.0043. (The size on 100 seeds is
+    # test_mmd_test_size, slow; the experiments' 0.5 sd shift at n = 1000 is
+    # tests/experiments/test_experiments.py::test_mmd_detects_half_sd_mean_shift, slow.)
+    false = 0
     for s in range(10):
         rng = np.random.default_rng(2000 + s)
-        res = mmd_test(rng.normal(size=(200, 2)), rng.normal(size=(200, 2)) + [1.0, 0.0], seed=s,
-                       num_permutations=199)
+        x = rng.normal(size=(200, 2))
+        res = mmd_test(x, rng.normal(size=(200, 2)) + [1.0, 0.0], seed=s, num_permutations=199)
         assert res.p_value <= 0.01
         assert res.num_permutations == 199 and res.bandwidth > 0
+        false += mmd_test(x[:100], rng.normal(size=(100, 2)), seed=s,
+                          num_permutations=99).p_value <= 0.01
+    assert false <= 1
 
 
 def test_mmd_test_statistic_matches_mmd_squared():
