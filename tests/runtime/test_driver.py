@@ -123,14 +123,16 @@ def test_chains_are_independent_and_match_single_chain_runs():
     pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, data=data, progress=False,
                         cache_key=cache_key)
     pos = np.asarray(pos)
-    # Chain c is exactly the single-chain run with key split(key, chains)[c].
+    # Chain c is exactly the single-chain run with key split(key, chains)[c] (its init and each
+    # step jitted: one program each, not one per operation).
     keys = jax.random.split(key, chains)
+    init = jax.jit(kernel.init)
+    step = jax.jit(lambda k, t, s: kernel.step(jax.random.fold_in(k, t), s, data))
     for c in (0, 17):
-        state = kernel.init(jnp.zeros(2), data)
+        state = init(jnp.zeros(2), data)
         single = []
-        step = jax.jit(kernel.step)
         for t in range(iters):
-            state, _ = step(jax.random.fold_in(keys[c], t), state, data)
+            state, _ = step(keys[c], jnp.uint32(t), state)
             single.append(np.asarray(state.position))
         np.testing.assert_allclose(np.stack(single), pos[c], rtol=1e-12, atol=1e-14)
     # Identical starting points, yet the chains differ, and increments of different chains are
