@@ -119,13 +119,15 @@ def test_kernel_releases_the_assumed_gaussian():
     rng = np.random.default_rng(3)
     u = rng.uniform(-1.0, 1.0, b)
     batch = jnp.asarray((u * c)[:, None])  # ratio at θ = 0 → θ' = 1 is x
-    rel = release_barker(jax.random.key(0), model, batch, jnp.zeros(1), jnp.ones(1), n0,
-                         mechanism=noiseless_mechanism)
+    # Jitted (one compiled program each, not one per operation).
+    rel = jax.jit(lambda k: release_barker(k, model, batch, jnp.zeros(1), jnp.ones(1), n0,
+                                           mechanism=noiseless_mechanism))(jax.random.key(0))
     assert float(rel.value) == pytest.approx(math.sqrt(b) * u.mean(), rel=1e-12)
     assert float(rel.noise_variance) == pytest.approx(2.0 - u.var(), rel=1e-12)
     # With noise: the drawn value has exactly that variance (20 000 draws, 4-sigma band).
     keys = jax.random.split(jax.random.key(1), 20_000)
-    draws = jax.vmap(lambda k: release_barker(k, model, batch, jnp.zeros(1), jnp.ones(1), n0).value)(keys)
+    draws = jax.jit(jax.vmap(lambda k: release_barker(k, model, batch, jnp.zeros(1), jnp.ones(1),
+                                                      n0).value))(keys)
     var = float(np.var(np.asarray(draws)))
     assert abs(var / (2.0 - u.var()) - 1.0) < 4.0 * math.sqrt(2.0 / 20_000)
 

@@ -198,6 +198,17 @@ def test_logspace_sums_equal_scipy_to_the_last_bit():
         size = -(-a.size // int(rng.integers(1, 8)))
         groups = rng.permutation(np.arange(a.size) % size)
         got = grouped_logsumexp(a, groups, size)
+        # SciPy's value of every group, in one call: the groups as the rows of a table padded
+        # with −∞ after their entries (exp(−∞ − max) = 0 adds nothing to a row's sum, and a row
+        # of at most 7 terms is summed in order, like a group alone). It equals one call per
+        # group bit for bit (checked on all 10278 groups of these cases; one call per group
+        # cost ~2 CPU-s), and the first group is still compared with its own call.
+        counts = np.bincount(groups, minlength=size)
+        order = np.argsort(groups, kind="stable")
+        table = np.full((size, counts.max()), -np.inf)
+        table[groups[order], np.arange(a.size) - np.repeat(np.cumsum(counts) - counts, counts)] = a[order]
+        want = special.logsumexp(table, axis=1)
+        assert got[0] == float(special.logsumexp(a[groups == 0]))
         for j in range(size):
-            assert got[j] == float(special.logsumexp(a[groups == j])), (j, got[j])
+            assert got[j] == want[j], (j, got[j], want[j])
     assert logsumexp([-np.inf, -np.inf]) == -np.inf

@@ -164,26 +164,24 @@ def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_ru
     assert (valid < legacy).all()  # the valid pair allows fewer iterations than the papers' pair
 
 
-def test_inprocess_rerun_skips_finished_cells(quick_runs):
-    # The fixture's in-process run of an experiment ran every cell; a second run into the same
-    # folder finds them all finished (reusing it saves a third run of the experiment).
+def test_inprocess_rerun_skips_finished_cells_and_refuses_a_stale_one(quick_runs, tmp_path):
+    # The fixture's in-process run of an experiment ran every cell; a second run into a folder
+    # holding its cell files finds them all finished (and aggregates them). Run on a copy of the
+    # cell files, which the stale-file check below then edits: one aggregate step for both
+    # checks (each renders the figures, ~2 CPU-s).
+    import shutil
+
     d, first = quick_runs["accounting"]
     if first is not None:  # None where the slow Snakemake test had it run through Snakemake
         assert sorted(first["cells_run"]) == sorted(E.cell_ids("accounting", True))
-    again = E.reproduce("accounting", quick=True, out=d, engine="inprocess")
+    shutil.copytree(d / "cells", tmp_path / "cells")
+    again = E.reproduce("accounting", quick=True, out=tmp_path, engine="inprocess")
     assert again["cells_run"] == []
-
-
-def test_aggregate_refuses_a_cell_file_of_another_configuration(quick_runs, tmp_path):
+    assert (tmp_path / "results.csv").is_file()  # the untouched copy aggregates
     # Snakemake skips any cell whose file exists: one written for another version of the cell
     # (here: other settings) must stop the aggregate step instead of being mixed in.
-    import shutil
-
-    d, _ = quick_runs["accounting"]
-    shutil.copytree(d / "cells", tmp_path / "cells")
     path = sorted((tmp_path / "cells").glob("*.json"))[0]
     payload = json.loads(path.read_text())
-    E.aggregate("accounting", True, tmp_path)  # the untouched copy aggregates
     payload["spec"]["stale"] = True
     path.write_text(json.dumps(payload))
     with pytest.raises(ValueError, match="delete it and rerun"):
@@ -233,10 +231,20 @@ def test_cli_reproduce_through_snakemake_and_skip_on_rerun(quick_runs):
 
 
 def test_cli_reproduce_rejects_unknown_experiment():
-    r = _cli("reproduce", "nope", "--quick", "--engine", "inprocess")
-    assert r.returncode == 2 and "experiment must be one of" in r.stderr
+    # In-process (typer's runner): the command's exit status and message; a child process
+    # (~1 CPU-s of Python start-up) runs the same command in the slow Snakemake test.
+    from typer.testing import CliRunner
+
+    from dpmcmc.cli import app
+
+    r = CliRunner().invoke(app, ["reproduce", "nope", "--quick", "--engine", "inprocess"])
+    assert r.exit_code == 2 and "experiment must be one of" in r.output
 
 
+# slow (suite budget, ~2 CPU-s): the experiments' metric is dpmcmc.diagnostics.mmd_test, whose
+# power (a 1 sd shift, 10 seeds) and false alarms (10 same-distribution controls) are
+# tests/diagnostics/test_diagnostics.py::test_mmd_test_power in the default run.
+@pytest.mark.slow
 def test_mmd_detects_half_sd_mean_shift():
     # 1000 points per side, a 0.5-sd shift in one coordinate: population MMD^2 ≈ 0.02 with the
     # median bandwidth, ~10 null standard deviations. Detected at alpha = 0.01 for all 5 seeds;

@@ -204,8 +204,11 @@ def test_sample_correction_is_pure_and_jittable():
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(np.asarray(a), np.asarray(sample_correction(key, (3, 5))))
     assert not np.array_equal(np.asarray(a), np.asarray(f(jax.random.key(1))))
-    assert sample_correction(key).shape == ()
-    assert sample_correction(key, (4,), dtype=jnp.float32).dtype == jnp.float32
+    # Shapes and dtypes of the other calls, traced (not run: each new shape run op by op
+    # compiles every operation again).
+    assert jax.eval_shape(lambda k: sample_correction(k), key).shape == ()
+    assert jax.eval_shape(lambda k: sample_correction(k, (4,), dtype=jnp.float32),
+                          key).dtype == jnp.float32
 
 
 # ------------------------------------------------------------------------------------------

@@ -252,13 +252,28 @@ def test_default_key_holds_128_bits_from_secrets(monkeypatch):
     assert resolve_key(user) is user
 
 
-def test_default_key_runs_sample_and_differs_per_run():
-    # dp-sgld moves at every iteration (no accept step, fresh Langevin and privacy noise), so two
-    # runs with fresh OS-entropy keys differ with probability one; a penalty sampler that rejects
-    # all of a few proposals from the same start would not show it.
-    kw = dict(delta=1e-3, iterations=5, chains=1, progress=False, **valid_params("dp-sgld"))
+def test_default_key_runs_sample_and_differs_per_run(monkeypatch):
+    # Two runs without a key hand the chain driver two different keys (the key fixes every noise
+    # draw and the chains' randomness, so their draws differ with probability one), each from
+    # the OS-entropy key of test_default_key_holds_128_bits_from_secrets. The driver is stopped
+    # before it compiles anything: a run with the default key through to its draws is
+    # tests/runtime/test_checkpoint.py's interrupted run (key=None).
+    from dpmcmc.testing import replace_run_chains
+
     from api_params import gaussian_model
 
-    a = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-sgld", **kw).samples
-    b = dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-sgld", **kw).samples
-    assert a.shape == (1, 5, DIM) and np.all(np.isfinite(a)) and not np.array_equal(a, b)
+    class Stop(Exception):
+        pass
+
+    keys = []
+
+    def driver(kernel, theta0, key, num_iterations, **kwargs):
+        keys.append(np.asarray(jax.random.key_data(key)))
+        raise Stop
+
+    replace_run_chains(monkeypatch, driver)
+    kw = dict(delta=1e-3, iterations=5, chains=1, progress=False, **valid_params("dp-sgld"))
+    for _ in range(2):
+        with pytest.raises(Stop):
+            dpmcmc.sample(gaussian_model(), gaussian_data(), "dp-sgld", **kw)
+    assert len(keys) == 2 and not np.array_equal(keys[0], keys[1])

@@ -40,6 +40,12 @@ def _models():
 MODELS = _models()
 
 
+def _exact(model, key, data, num_draws):
+    """``model.exact_posterior(key, data, num_draws)``, jitted: one compiled program, not one
+    per operation (these tests check the draws' law, not the eager call)."""
+    return jax.jit(lambda k, d: model.exact_posterior(k, d, num_draws))(key, data)
+
+
 # slow: guard in default: test_batch_functions_match_vmap[banana-5d-shifted-tempered] (the same
 # banana batch functions, with every parameter away from its default)
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "banana-2d" else k
@@ -60,9 +66,10 @@ def test_batch_functions_match_vmap(name):
             model.grad_log_likelihood_batch(theta, data),
             model.loglik_per_example(theta, data),
             model.grad_per_example(theta, data),
+            model.log_prior(theta),
         )
 
-    ll_ref, g_ref, ll, g, ll_view, g_view = jax.vmap(evaluate)(thetas)
+    ll_ref, g_ref, ll, g, ll_view, g_view, lp = jax.vmap(evaluate)(thetas)
     assert ll.shape == (5, 257) and g.shape == (5, 257, model.dim)
     assert ll.dtype == jnp.float64 and g.dtype == jnp.float64
     np.testing.assert_allclose(ll, ll_ref, rtol=1e-12, atol=1e-10)
@@ -70,20 +77,10 @@ def test_batch_functions_match_vmap(name):
     # The Model views use the vectorised versions.
     np.testing.assert_allclose(ll_view, ll_ref, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(g_view, g_ref, rtol=1e-12, atol=1e-10)
-    # Unjitted single call agrees too (no tracing-only code paths).
-    np.testing.assert_allclose(model.log_likelihood_batch(thetas[0], data), ll_ref[0], rtol=1e-12, atol=1e-10)
-
-
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_batch_functions_jit(name):
-    model = MODELS[name]
-    # 257 rows, as test_batch_functions_match_vmap: the unjitted call below then runs the
-    # operations that test already compiled for these shapes.
-    data = generate_data(model, KEY, 257)
-    theta = model.sample_prior(KEY, ())
-    ll = jax.jit(model.log_likelihood_batch)(theta, data)
-    np.testing.assert_allclose(ll, model.log_likelihood_batch(theta, data), rtol=1e-12)
-    assert np.isfinite(float(jax.jit(model.log_prior)(theta)))
+    # Unjitted single call agrees with the jitted one (no tracing-only code paths), and the
+    # jitted prior is finite at every θ (draws of the prior, perturbed).
+    np.testing.assert_allclose(model.log_likelihood_batch(thetas[0], data), ll[0], rtol=1e-12, atol=1e-10)
+    assert lp.shape == (5,) and np.all(np.isfinite(lp))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -143,7 +140,7 @@ def test_banana_exact_posterior_transforms_to_gaussian(temperature):
     prec = temperature * n / sig + 1.0 / 1000.0
     mu = temperature * n / sig * xbar / prec
     var = 1.0 / prec
-    draws = model.exact_posterior(jax.random.key(2), data, 20000)
+    draws = _exact(model, jax.random.key(2), data, 20000)
     assert draws.shape == (20000, 4) and draws.dtype == jnp.float64
     z = np.asarray(banana_inverse(draws, a, b, m))
     for i in range(4):
@@ -158,7 +155,7 @@ def test_banana_exact_posterior_transforms_to_gaussian(temperature):
 
 def _density_difference_check(model, data, log_density, key, pairs=200, rtol=1e-7):
     """log q(t1) - log q(t2) of the sampler equals the model's log_posterior difference."""
-    pts = model.exact_posterior(key, data, 2 * pairs)
+    pts = _exact(model, key, data, 2 * pairs)
     lp = jax.jit(jax.vmap(model.log_posterior, (0, None)))(pts, data)
     lq = jax.jit(log_density)(pts)
     d_model = np.asarray(lp[:pairs] - lp[pairs:])
@@ -206,7 +203,7 @@ def test_gaussian_posterior_closed_form_and_moments():
     post_mean = post_cov @ (np.linalg.inv(pc) @ mu0 + t * n * np.linalg.inv(cov) @ np.asarray(data).mean(0))
     np.testing.assert_allclose(model.metadata["posterior_mean"](data), post_mean, rtol=1e-10)
     np.testing.assert_allclose(model.metadata["posterior_cov"](data), post_cov, rtol=1e-10)
-    draws = np.asarray(model.exact_posterior(jax.random.key(11), data, 40000))
+    draws = np.asarray(_exact(model, jax.random.key(11), data, 40000))
     se = np.sqrt(np.diag(post_cov) / 40000)
     assert np.all(np.abs(draws.mean(0) - post_mean) < 5 * se)
     np.testing.assert_allclose(np.cov(draws.T), post_cov, rtol=0.04, atol=0.04 * post_cov.max())
@@ -242,7 +239,7 @@ def test_circle_log_likelihood_and_exact_posterior():
     assert data.shape == (2000, 1)
     np.testing.assert_allclose(np.asarray(data).mean(), 3.0, atol=0.1)
     np.testing.assert_allclose(model.metadata["posterior_mean"](data), [0.0, 0.0])
-    draws = np.asarray(model.exact_posterior(jax.random.key(14), data, 20000))
+    draws = np.asarray(_exact(model, jax.random.key(14), data, 20000))
     rho = (draws**2).sum(1)
     loc = np.mean(np.asarray(data)[:, 0] ** 2)
     scale = 1 / np.sqrt(2 * 0.5 * 1e-3 * 2000)

@@ -99,15 +99,15 @@ def test_banana_2d_paper_settings():
 
 def test_gaussian_10d_paper_settings():
     # 000 line 309: d = 10, n = 100000, mu_0 = 0, sigma_0 = 100; line 358: clips 6 and 10.
-    p = preset("gaussian-10d", n=5000)
+    p = _built("gaussian-10d", 2000)  # as test_curved_banana_presets_... builds it
     md = p.model.metadata
-    assert p.model.dim == 10 and p.data.shape == (5000, 10)
+    assert p.model.dim == 10 and p.data.shape == (2000, 10)
     np.testing.assert_allclose(md["prior_cov"], 1e4 * np.eye(10))
     np.testing.assert_array_equal(md["prior_mean"], np.zeros(10))
     assert np.all(np.linalg.eigvalsh(md["cov"]) > 0)
     assert p.settings["clip"] == {"dp-hmc": 6.0, "dp-penalty": 10.0}
     # The covariance is fixed: it does not change with the data key.
-    q = preset("gaussian-10d", n=5000, key=jax.random.key(1))  # p's n: no new shapes to compile
+    q = preset("gaussian-10d", n=2000, key=jax.random.key(1))  # p's n: no new shapes to compile
     np.testing.assert_array_equal(q.model.metadata["cov"], md["cov"])
     # Exact posterior draws agree with the closed-form mean.
     draws = np.asarray(p.posterior_sampler(jax.random.key(2), 20000))

@@ -196,8 +196,11 @@ def _block_fn(ll):
 # slow: special, stats and nn (the costliest compilations); guard in default: the other cases,
 # which hold every kind of sub-jaxpr and short reduction these three do (custom_jvp: custom_jvp
 # and softplus; logsumexp's stop_gradient: logsumexp_mixture; short reductions: where_huber,
-# cond), through the same passes and checks.
-_FAST_PATH_SLOW = ("special", "stats", "nn")
+# cond), through the same passes and checks. logaddexp and log_sigmoid are slow too (suite
+# budget, ~0.4 CPU-s each): the logistic likelihood through jax's jitted custom_jvp functions,
+# as softplus is in the default run (jax.nn.log_sigmoid is a jitted -softplus(-x), and softplus
+# a jitted jnp.logaddexp, the custom_jvp of the logaddexp case).
+_FAST_PATH_SLOW = ("special", "stats", "nn", "logaddexp", "log_sigmoid")
 
 
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FAST_PATH_SLOW
@@ -349,8 +352,8 @@ def _run(model, x, algo):
 # The every-sampler runs of a user model with sub-jaxprs (the kitchen sink) and of the built-in
 # logistic regression (row-major batch functions; its softplus is a custom_jvp) are split between
 # the two in the default suite, so that every sampler's own use of the per-example passes meets
-# one of them: the kitchen sink under dp-hmc (clipped gradient and ratio sums over all rows),
-# dp-penalty (the cached per-row log-likelihoods), dp-barker (clipped per-example ratios of a
+# one of them: the kitchen sink under dp-hmc (clipped gradient and ratio sums over all rows;
+# slow, see below), dp-penalty (the cached per-row log-likelihoods), dp-barker (clipped per-example ratios of a
 # minibatch) and rwmh (ratio and log-likelihood sums); the logistic regression under hmc
 # (log-likelihood sum and gradient), dp-sgld (clipped gradient sum of a minibatch) and
 # minibatch-penalty (clipped per-example ratios of a minibatch, dp-barker's pass). dp-sgnht steps
@@ -360,16 +363,23 @@ def _run(model, x, algo):
 # test_fast_path_equals_vmap.
 # The kitchen sink under rwmh and dp-barker is slow-only as well: rwmh's passes are the
 # unclipped ratio and log-likelihood sums, which the kitchen sink meets inside a chain under
-# dp-hmc and dp-penalty (and test_fast_path_equals_vmap checks on each of its parts), and
+# dp-penalty (and test_fast_path_equals_vmap checks on each of its parts), and
 # rwmh itself runs in the default suite on four built-ins (test_builtin_under_rwmh);
 # dp-barker's pass (clipped per-example ratios of a minibatch) is minibatch-penalty's, run by
 # logistic[minibatch-penalty] (a custom_jvp sub-jaxpr), its per-row values on every battery
 # model being test_fast_path_equals_vmap's forward block pass.
-_KITCHEN_SLOW = ("hmc", "dp-sgld", "dp-sgnht", "minibatch-penalty", "rwmh", "dp-barker")
+# The kitchen sink under dp-hmc is slow too (suite budget, ~3 CPU-s: four sub-models through
+# L + 1 gradient passes): its clipped gradient sum is checked on every battery model by
+# test_fast_path_equals_vmap (clipped_grad_sum), a custom_jvp model's clipped gradient sum runs
+# inside a chain under dp-sgld (logistic[dp-sgld]), the kitchen sink's ratio sum over all rows
+# under dp-penalty, and dp-hmc's own passes run a per-record user function (the banana preset's,
+# no batch functions) through the rewrite in a chain in
+# tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc].
+_KITCHEN_SLOW = ("hmc", "dp-sgld", "dp-sgnht", "minibatch-penalty", "rwmh", "dp-barker", "dp-hmc")
 # logistic[hmc] is slow-only: hmc's pass (the log-likelihood sum and its gradient) is checked
 # on the softplus model (the logistic likelihood, custom_jvp included) and every other battery
 # model by test_fast_path_equals_vmap, and the gradient passes run inside a chain in the default
-# suite under dp-hmc (kitchen sink) and dp-sgld (logistic).
+# suite under dp-sgld (logistic).
 _LOGISTIC_SLOW = ("dp-hmc", "dp-penalty", "dp-barker", "rwmh", "dp-sgnht", "hmc")
 
 
@@ -417,10 +427,11 @@ def test_logistic_regression_under_every_sampler(algo, builtin_models):
     _run(model, x, algo)
 
 
-# circle and mixture are slow-only: their unrolled batch functions equal vmap in
+# circle, mixture and banana are slow-only: their unrolled batch functions equal vmap in
 # test_builtin_batch_functions_equal_vmap, and the in-chain run of a built-in's unrolled forward
-# pass is guarded by the gaussian and banana cases (and the logistic runs above).
-@pytest.mark.parametrize("name", ["gaussian", "banana", pytest.param("circle", marks=pytest.mark.slow),
+# pass is guarded by the gaussian case (and the logistic runs above).
+@pytest.mark.parametrize("name", ["gaussian", pytest.param("banana", marks=pytest.mark.slow),
+                                  pytest.param("circle", marks=pytest.mark.slow),
                                   pytest.param("mixture", marks=pytest.mark.slow)])
 def test_builtin_under_rwmh(name, builtin_models):
     """Each built-in through the unrolled forward pass (rwmh is its cheapest user); the slow

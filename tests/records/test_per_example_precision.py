@@ -117,13 +117,18 @@ def test_float32_gradients_are_accurate_and_within_the_clip_bound():
     # One record with a gradient exactly at, or far above, the bound: after float32 clipping
     # its contribution never exceeds b (computed in float64).
     rng = np.random.default_rng(0)
-    for dim in (2, 10, 100):
-        dm = Model(lambda th, row: jnp.dot(th, row), lambda th: 0.0 * th[0], dim)
-        # One compiled pass per dimension, the record an argument.
-        one_record = jax.jit(lambda row, dm=dm, dim=dim: pe.clipped_grad_sum(
-            dm, row, jnp.zeros(dim), b, grad_dtype="float32"))
-        for scale in (1.0, 1.0 + 1e-7, 3.0, 1e6):
-            row = rng.normal(size=(1, dim))
-            row = scale * b * row / np.linalg.norm(row)
-            g, _ = one_record(jnp.asarray(row))
-            assert float(jnp.linalg.norm(g)) <= b, (dim, scale, float(jnp.linalg.norm(g)) - b)
+    dims = (2, 10, 100)
+    models = [Model(lambda th, row: jnp.dot(th, row), lambda th: 0.0 * th[0], dim) for dim in dims]
+
+    # One compiled program for the three dimensions' passes, the records arguments.
+    @jax.jit
+    def one_record_each(rows):
+        return [pe.clipped_grad_sum(dm, row, jnp.zeros(dim), b, grad_dtype="float32")[0]
+                for dm, dim, row in zip(models, dims, rows)]
+
+    for scale in (1.0, 1.0 + 1e-7, 3.0, 1e6):
+        rows = [rng.normal(size=(1, dim)) for dim in dims]
+        rows = [scale * b * row / np.linalg.norm(row) for row in rows]
+        for dim, g in zip(dims, one_record_each([jnp.asarray(row) for row in rows])):
+            norm = float(np.linalg.norm(np.asarray(g)))
+            assert norm <= b, (dim, scale, norm - b)

@@ -62,10 +62,14 @@ def test_checkpoint_contents_and_permissions(interrupted):
     assert os.listdir(os.path.dirname(path)) == [os.path.basename(path)]
 
 
-def test_resume_yields_the_uninterrupted_draws_without_accounting_again(interrupted, monkeypatch):
+def test_resume_yields_the_uninterrupted_draws_without_accounting_again(interrupted, monkeypatch,
+                                                                        tmp_path):
     path, meta, arrays = interrupted
     key = jax.random.wrap_key_data(arrays["key"], impl=meta["key_impl"])
-    full = call(key=key)  # uninterrupted, same key, one chunk
+    # Uninterrupted, same key, checkpointed in the same chunks of 5: the program the interrupted
+    # run compiled (a run in one chunk is another program; that chunking changes no draw is
+    # test_chunk_cache.py::test_the_cache_changes_no_draw_at_any_chunk_size's, for this sampler).
+    full = call(tmp_path / "full.ckpt", key=key)
     np.testing.assert_array_equal(full.samples[:, :10], arrays["positions"])
 
     def no_accounting(*a, **k):
@@ -188,4 +192,6 @@ def test_interrupted_before_the_first_chunk_resumes_with_the_same_key(tmp_path, 
     replace_run_chains(monkeypatch, real)
     resumed = call(path, iterations=7)
     key = jax.random.wrap_key_data(arrays["key"], impl=meta["key_impl"])
-    np.testing.assert_array_equal(resumed.samples, call(key=key, iterations=7).samples)
+    # Against the same run uninterrupted (in the same chunks: one program for the file).
+    full = call(tmp_path / "full.ckpt", key=key, iterations=7)
+    np.testing.assert_array_equal(resumed.samples, full.samples)

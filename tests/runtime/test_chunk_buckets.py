@@ -14,6 +14,7 @@ import pytest
 import dpmcmc
 from dpmcmc.models import preset
 from dpmcmc.runtime.driver import chunk_length
+from dpmcmc.testing import fresh_program_cache
 from test_compile_cache import PENALTY, CompileCounter
 
 
@@ -30,7 +31,9 @@ def test_chunk_length_buckets():
     assert [chunk_length(i) for i in (9, 29, 30, 32, 33, 100, 1000)] == [10, 32, 32, 32, 40, 112, 1024]
 
 
-def test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike():
+def test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike(monkeypatch):
+    # An empty program cache: the first run compiles its chain program here, whatever ran before.
+    fresh_program_cache(monkeypatch)
     p = preset("banana-2d", n=500, key=jax.random.key(0))
     model, data, theta0 = p.model, np.asarray(p.data), np.asarray(p.theta_true)
 
@@ -40,14 +43,14 @@ def test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike():
                              **PENALTY)
 
     # The chain program is the driver's ``run``; slicing the last chunk's rows off is host work.
-    long = run(30)  # chunk_length(30) == 32
+    # The counter sees a new program: the first run compiles it. (That 33 iterations fall in
+    # the next bucket, 40, is test_chunk_length_buckets'.)
+    with CompileCounter() as first:
+        long = run(30)  # chunk_length(30) == 32
+    assert "run" in first.traced, first.traced
     with CompileCounter() as same_bucket:
         short = run(29)  # chunk_length(29) == 32: the same program
     assert "run" not in same_bucket.traced, same_bucket.traced
     assert short.samples.shape[1] == 29
     np.testing.assert_array_equal(short.samples, long.samples[:, :29])
     assert np.ptp(long.samples[0, :, 0]) > 0  # the chains move
-    # The counter sees a new program: 33 iterations fall in the next bucket (40).
-    with CompileCounter() as next_bucket:
-        run(33)
-    assert "run" in next_bucket.traced, next_bucket.traced

@@ -98,21 +98,41 @@ def test_outputs_are_numpy_convertible_with_documented_shapes():
     assert acc[:, 1:].any() and not acc[:, 1:].all()
 
 
+_RWMH = {}
+
+
+def rwmh_kernel():
+    """``(kernel, data, cache_key)``: one rwmh kernel for the module, whose runs go through the
+    driver's program cache, so that test_progress_bar_shows_only_iteration_counts runs the
+    program test_chains_are_independent_and_match_single_chain_runs compiled (same chains,
+    same chunk length) instead of compiling its own."""
+    if not _RWMH:
+        model, data = gaussian_setup()
+        kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+        _RWMH["run"] = (kernel, data, ("tests/runtime/test_driver.py::rwmh", id(kernel)))
+    return _RWMH["run"]
+
+
+CHAINS, ITERS = 40, 200
+
+
 def test_chains_are_independent_and_match_single_chain_runs():
-    model, data = gaussian_setup()
-    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
-    chains, iters = 40, 200
+    kernel, data, cache_key = rwmh_kernel()
+    chains, iters = CHAINS, ITERS
     key = jax.random.key(7)
-    pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, data=data, progress=False)
+    pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, data=data, progress=False,
+                        cache_key=cache_key)
     pos = np.asarray(pos)
-    # Chain c is exactly the single-chain run with key split(key, chains)[c].
+    # Chain c is exactly the single-chain run with key split(key, chains)[c] (its init and each
+    # step jitted: one program each, not one per operation).
     keys = jax.random.split(key, chains)
+    init = jax.jit(kernel.init)
+    step = jax.jit(lambda k, t, s: kernel.step(jax.random.fold_in(k, t), s, data))
     for c in (0, 17):
-        state = kernel.init(jnp.zeros(2), data)
+        state = init(jnp.zeros(2), data)
         single = []
-        step = jax.jit(kernel.step)
         for t in range(iters):
-            state, _ = step(jax.random.fold_in(keys[c], t), state, data)
+            state, _ = step(keys[c], jnp.uint32(t), state)
             single.append(np.asarray(state.position))
         np.testing.assert_allclose(np.stack(single), pos[c], rtol=1e-12, atol=1e-14)
     # Identical starting points, yet the chains differ, and increments of different chains are
@@ -134,23 +154,25 @@ def test_iterations_are_compiled_not_a_python_loop():
         return inner.step(key, state, data)
 
     kernel = Kernel(inner.init, step)
-    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data, progress=False)
-    assert len(traces) <= 2  # traced for the shape of Info, and once for the compiled scan
-    traces.clear()
-    # 1000 iterations in chunks of 300 (the last one partial): still one compilation.
-    run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data, progress=False,
-               chunk_size=300)
-    assert len(traces) <= 2
+    # 1000 iterations in chunks of 300 (the last one partial): the step is traced for the shape
+    # of Info and once for the compiled scan, never per iteration nor per chunk. (One run: the
+    # unchunked run of 1000 was a second program for the same count.)
+    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data,
+                        progress=False, chunk_size=300)
+    assert pos.shape == (2, 1000, 2)
+    assert 1 <= len(traces) <= 2
 
 
 def test_progress_bar_shows_only_iteration_counts(capsys):
-    model, data = gaussian_setup()
-    kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
-    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 40, data=data, progress=True)
-    assert pos.shape == (2, 40, 2)
+    kernel, data, cache_key = rwmh_kernel()
+    # One chunk of the whole run: the program of test_chains_are_independent_and_match_single_
+    # chain_runs (the bar's chunks are the driver's, whatever their length).
+    pos, _ = run_chains(kernel, jnp.zeros((CHAINS, 2)), jax.random.key(0), ITERS, data=data,
+                        progress=True, chunk_size=ITERS, cache_key=cache_key)
+    assert pos.shape == (CHAINS, ITERS, 2)
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "40/40" in text
+    assert f"{ITERS}/{ITERS}" in text
     # Nothing computed from the data (acceptance rates etc.) is printed.
     assert "accept" not in text.lower()
 
@@ -180,16 +202,22 @@ def test_info_contract_fields():
     assert Info._fields[:3] == ("accepted", "clip_fraction", "diverged")
 
 
-# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results): a private
-# sampler, whose privacy noise the fixed bug drew in float32. The driver scopes 64-bit types to
-# every run alike; the other samplers run in the slow child function: the non-private ones (their
-# runs carry no privacy noise), and dp-penalty, whose run through dpmcmc.sample with x64 off is
+# Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results) where a
+# test below is selected (both are slow): a private sampler, whose privacy noise the fixed bug
+# drew in float32. The driver scopes 64-bit types to every run alike; the other samplers run in
+# the slow child function: the non-private ones (their runs carry no privacy noise), and
+# dp-penalty, whose run through dpmcmc.sample with x64 off is
 # also test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept (float64
 # draws, the setting still off afterwards).
 X64_OFF_CHILD = "driver:private"
 X64_OFF_CHILD_SLOW = "driver:non_private"
 
 
+# slow (suite budget: its sampler's compilation in the child, ~1.5 CPU-s): the driver scopes
+# 64-bit types to every run alike, and a private sampler runs through it with x64 off in the
+# default run: test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept
+# (dp-penalty through dpmcmc.sample: float64 draws, float64 noise, the setting still off).
+@pytest.mark.slow
 def test_samplers_run_in_float32_mode(x64_off_results):
     out = x64_off_results[__name__]
     assert "error" not in out, out["error"]

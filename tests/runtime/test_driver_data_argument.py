@@ -118,22 +118,15 @@ def _slow_penalty(algorithms):
 @pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
 def test_compiled_run_holds_no_data_constant(banana, algorithm):
     model, data, theta0 = banana
-    planned, laid_out, closure = both_paths(algorithm, model, data)
-    key = jax.random.key(1)
+    planned, laid_out, _ = both_paths(algorithm, model, data)
     # The run's kernel as dpmcmc.sample builds it, compiled through the driver's program cache
     # for a run of ITERATIONS (as test_sample_draws_equal_the_closure_path runs it): that test
     # then reuses this program instead of compiling it again.
-    new = compiled_chunk(planned.build, theta0, key, ITERATIONS, data=laid_out,
+    new = compiled_chunk(planned.build, theta0, jax.random.key(1), ITERATIONS, data=laid_out,
                          cache_key=planned.cache_key).as_text()
-    # The closure path's program, likewise compiled for the run of ITERATIONS that
-    # test_sample_draws_equal_the_closure_path runs.
-    old = compiled_chunk(closure, theta0, key, ITERATIONS,
-                         cache_key=closure_key(algorithm, closure)).as_text()
-    # The closure path embeds the rows (3 blocks of 4096, or the raw (N, 2) array): the check
-    # below is able to fail.
-    assert max(size for _, _, size in constant_sizes(old)) >= N
     # The argument path holds no constant anywhere near the data's size (the largest ones are
-    # small tables of the model and the sampler).
+    # small tables of the model and the sampler). The closure path's program does hold the rows
+    # (test_sample_draws_equal_the_closure_path): this check is able to fail.
     assert max((size for _, _, size in constant_sizes(new)), default=0) < N // 10
     # ... and reads the data from entry parameters of the data's full shape and dtype(s).
     data_leaves = [a for a in jax.tree.leaves(laid_out)]
@@ -147,14 +140,26 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
         assert any(dt == "f32" and shape == (3, 2, 4096) for dt, shape, _ in params)
 
 
-@pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
+# slow: minibatch-penalty's case too (suite budget: the closure path's program, ~2 CPU-s).
+# The draws read from a parameter equal those read from constants bit for bit through the same
+# driver in dp-hmc's case (blocks); minibatch-penalty's program holding no data constant and
+# taking the rows as an entry parameter is checked by test_compiled_run_holds_no_data_constant.
+@pytest.mark.parametrize("algorithm", [
+    a if a == "dp-hmc" else pytest.param(a, marks=pytest.mark.slow) for a in sorted(PARAMS)])
 def test_sample_draws_equal_the_closure_path(banana, algorithm):
-    """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run."""
+    """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run, whose
+    program holds the data as constants."""
     model, data, theta0 = banana
+    _, _, closure = both_paths(algorithm, model, data)
+    # The closure path's program, compiled for the run of ITERATIONS below (which reuses it):
+    # it embeds the rows (3 blocks of 4096, or the raw (N, 2) array), so the check of
+    # test_compiled_run_holds_no_data_constant can fail.
+    old = compiled_chunk(closure, theta0, jax.random.key(1), ITERATIONS,
+                         cache_key=closure_key(algorithm, closure)).as_text()
+    assert max(size for _, _, size in constant_sizes(old)) >= N
     key = jax.random.key(5)
     res = dpmcmc.sample(model, data, algorithm, chains=CHAINS, iterations=ITERATIONS, key=key,
                         theta0=theta0, delta=1e-5, progress=False, **PARAMS[algorithm])
-    _, _, closure = both_paths(algorithm, model, data)
     # dpmcmc.sample runs the chains with the second half of its key.
     pos, info = run_chains(closure, jnp.asarray(theta0), jax.random.split(key)[1], ITERATIONS,
                            progress=False, cache_key=closure_key(algorithm, closure))
