@@ -145,6 +145,13 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "two release programs (~1.2 CPU-s). dp-sgld's tapped kernel draws its noise from the "
         "NoiseSource's noise_scale (first guard: at 1e-9 the released sums are exact), and the "
         "source scales the mechanism's noise (second)."),
+    "tests/tabular/test_tabular.py::test_cli_sample_default_is_the_noise_aware_glm": (
+        ("tests/test_ledger.py::test_glm_and_cli_charge_the_ledger",
+         "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),
+        "a noise-aware GLM fit of its own shape, 4 x 1000 draws (~2.5 CPU-s). `dpmcmc sample` "
+        "without --algorithm runs the noise-aware GLM, prints its plan and releases and saves "
+        "its 4 x 1000 draws in the first guard (another table); the command's file round trip "
+        "is the second's."),
 }
 SLOW_CASES.update(SLOW_CASES_CORE)
 SLOW_CASES.update(SLOW_CASES_PATHS)
