@@ -81,8 +81,8 @@ def test_sample_refuses_a_plan_that_cannot_move_unless_forced():
 
 # slow (suite budget, ~2 CPU-s: a private start and a DP-HMC chain on 10⁴ rows): the forced run
 # itself. In the default run, sample's plan is dpmcmc.plan's in every mode, forced included
-# (test_plan_and_sample_share_one_planner_in_every_mode), and a forced plan that cannot move
-# runs its plan's iterations, said so by a PlanWarning
+# (test_plan_and_sample_share_one_planner_in_every_mode: a forced plan is said so by a
+# PlanWarning), and a run does its plan's iterations whatever warnings the plan gives
 # (tests/tabular/test_tabular.py::test_glm_sampler_path_uses_the_defaults_and_warms_up).
 @pytest.mark.slow
 def test_a_forced_plan_that_cannot_move_runs_as_planned():
