@@ -145,6 +145,20 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "two release programs (~1.2 CPU-s). dp-sgld's tapped kernel draws its noise from the "
         "NoiseSource's noise_scale (first guard: at 1e-9 the released sums are exact), and the "
         "source scales the mechanism's noise (second)."),
+    "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgnht]": (
+        ("tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
+         "tests/audit/test_audit_subsampled.py::test_audit_tap_leaves_the_chain_unchanged[dp-sgnht]"),
+        "a tapped-kernel program (~1 CPU-s). dp-sgnht releases through dp-sgld's "
+        "release_batch_grad, in the same tapped stochastic-gradient core, under the same design: "
+        "that release attains the dominating pair in the first guard; dp-sgnht's kernel steps "
+        "through its tap exactly as without it in the second."),
+    "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[16000-4000-60-False]": (
+        ("tests/samplers/test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-0]",
+         "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[100000-500-400-True]"),
+        "a batch program of its own (~0.7 CPU-s). The sorted rounds every draw here takes draw "
+        "uniform subsets in the first guard (no refill slot: every collision goes on to them); "
+        "a large population's batches are distinct, in range, int32 and include every record "
+        "alike in the second."),
     "tests/tabular/test_tabular.py::test_cli_sample_default_is_the_noise_aware_glm": (
         ("tests/test_ledger.py::test_glm_and_cli_charge_the_ledger",
          "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),

@@ -176,9 +176,9 @@ def cli_sgld():
 # attains the design's dominating pair, the statistic is that pair's exact log likelihood ratio,
 # and its tap leaves the chain unchanged. dp-sgnht's: it releases through dp-sgld's own function
 # (dp_sgld.release_batch_grad) under the same audit design and statistic (AUDITS); what is
-# dp-sgnht's own (its kernel attains the design's dominating pair, its tap leaves the chain
-# unchanged) stays in the default suite; its flagged under-counted sensitivity is slow too
-# (suite budget).
+# dp-sgnht's own, its tap leaving the chain unchanged, stays in the default suite (that its
+# kernel attains the design's dominating pair, and its flagged under-counted sensitivity, are
+# slow too: suite budget).
 @optimized
 @pytest.mark.parametrize("algorithm", [
     "dp-sgld",
