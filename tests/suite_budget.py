@@ -114,6 +114,58 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
 }
 #: The samplers, audit, tabular and top-level (API, plan, ledger, secure) tests.
 SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/audit/test_audit_subsampled.py::test_calibrated_subsampled_sampler_passes[dp-sgld]": (
+        ("tests/audit/test_audit.py::test_calibrated_sampler_passes_and_audit_has_power[dp-penalty]",
+         "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
+         "tests/audit/test_audit_subsampled.py::test_sgd_statistic_is_the_mixture_log_likelihood_ratio",
+         "tests/audit/test_audit_subsampled.py::test_audit_tap_leaves_the_chain_unchanged[dp-sgld]"),
+        "an audit program through the CLI (~5 CPU-s, most of it the level-1 compilation). The "
+        "audit's runner, tests and claim check are dp-penalty's calibrated case's; what is "
+        "dp-sgld's own (its kernel attains the design's dominating pair, the statistic is that "
+        "pair's exact log likelihood ratio, its tap leaves the chain unchanged) stays."),
+    "tests/audit/test_audit_subsampled.py::test_cli_audit_dp_sgld_json": (
+        ("tests/audit/test_audit_barker.py::test_cli_audit_dp_barker_json",),
+        "reads the audit above (its cost). The CLI prints the AuditResult of dpmcmc.audit.audit "
+        "as JSON in DP Barker's case, through the same command."),
+    "tests/samplers/test_sgld.py::test_sgld_info_and_noise_scale": (
+        ("tests/samplers/test_samplers_registry.py::test_subsampled_kernels_draw_the_sigma_of_their_release_event",
+         "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
+         "tests/samplers/test_minibatch_penalty.py::test_release_noise_matches_theorem_8",
+         "tests/samplers/test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-None]",
+         "tests/samplers/test_sgld.py::test_sample_end_to_end[dp-sgld-extra0]"),
+        "three programs, 24 000 releases (~4 CPU-s). dp-sgld's release draws the accountant's σ "
+        "(first guard) around the exact clipped batch sum, every record clipped, with "
+        "noise_multiplier·C as its σ (second); gaussian_mechanism's draws have the variance of "
+        "the σ given (third, the same mechanism); sample_batch_indices draws uniform subsets "
+        "(fourth); a run's steps are accepted, never diverged, with their clip fractions "
+        "(fifth)."),
+    "tests/samplers/test_sgld.py::test_miscalibration_hook_reaches_the_release": (
+        ("tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
+         "tests/audit/test_audit.py::test_miscalibrated_source_scales_noise_and_clip_and_does_not_leak"),
+        "two release programs (~1.2 CPU-s). dp-sgld's tapped kernel draws its noise from the "
+        "NoiseSource's noise_scale (first guard: at 1e-9 the released sums are exact), and the "
+        "source scales the mechanism's noise (second)."),
+    "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgnht]": (
+        ("tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
+         "tests/audit/test_audit_subsampled.py::test_audit_tap_leaves_the_chain_unchanged[dp-sgnht]"),
+        "a tapped-kernel program (~1 CPU-s). dp-sgnht releases through dp-sgld's "
+        "release_batch_grad, in the same tapped stochastic-gradient core, under the same design: "
+        "that release attains the dominating pair in the first guard; dp-sgnht's kernel steps "
+        "through its tap exactly as without it in the second."),
+    "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[16000-4000-60-False]": (
+        ("tests/samplers/test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-0]",
+         "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[100000-500-400-True]"),
+        "a batch program of its own (~0.7 CPU-s). The sorted rounds every draw here takes draw "
+        "uniform subsets in the first guard (no refill slot: every collision goes on to them); "
+        "a large population's batches are distinct, in range, int32 and include every record "
+        "alike in the second."),
+    "tests/tabular/test_tabular.py::test_cli_sample_default_is_the_noise_aware_glm": (
+        ("tests/test_ledger.py::test_glm_and_cli_charge_the_ledger",
+         "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),
+        "a noise-aware GLM fit of its own shape, 4 x 1000 draws (~2.5 CPU-s). `dpmcmc sample` "
+        "without --algorithm runs the noise-aware GLM, prints its plan and releases and saves "
+        "its 4 x 1000 draws in the first guard (another table); the command's file round trip "
+        "is the second's."),
 }
 SLOW_CASES.update(SLOW_CASES_CORE)
 SLOW_CASES.update(SLOW_CASES_PATHS)

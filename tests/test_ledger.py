@@ -139,7 +139,11 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
             "2", "--delta", "1e-6", "--out", str(tmp_path / "r.nc"), "--ledger", str(led_path)]
     ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output
-    assert "Plan: noise-aware-glm" in ok.stdout
+    # No --algorithm: the command runs the noise-aware GLM, prints its plan and its report's
+    # releases, and saves its draws (the CLI's defaults: 4 chains x 1000 draws).
+    assert "Plan: noise-aware-glm" in ok.stdout and "gradient sum" in ok.stdout
+    saved = dpmcmc.load(tmp_path / "r.nc")
+    assert saved.algorithm == "noise-aware-glm" and saved.samples.shape == (4, 1000, 2)
     refused = runner.invoke(app, args[:-4] + ["--out", str(tmp_path / "r2.nc"), "--ledger", str(led_path)])
     assert refused.exit_code == 2 and "refuses" in refused.output
     assert not os.path.exists(tmp_path / "r2.nc")
@@ -149,7 +153,11 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
 
 # ----------------------------------------------------------------------- keys and the ledger
 
-def _tiny_table(n=400, seed=0):
+def _tiny_table(n=1000, seed=0):
+    """A table of test_glm_and_cli_charge_the_ledger's shape and bounds (n = 1000, one covariate
+    in [0, 10]), fitted below at its ε = 2 and δ = 1e-6 (2 chains x 50 draws, as
+    tests/samplers/test_glm_card.py's fit): the fits run the programs those runs compiled, or,
+    for another kind of key or secure mode, compile them once for all."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 10, n)
     y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(x - 5) / 2))).astype(int)
@@ -167,14 +175,14 @@ def test_a_key_the_ledger_has_charged_is_refused_before_any_noise(tmp_path, monk
 
     ledger = dpmcmc.Ledger(tmp_path / "l.json", total_epsilon=100.0, total_delta=1e-3)
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, delta=1e-6, ledger=ledger, draws=10, chains=1)
-    dpmcmc.glm(df, "logistic", epsilon=1.0, key=jax.random.key(5), **kw)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, delta=1e-6, ledger=ledger, draws=50, chains=2)
+    dpmcmc.glm(df, "logistic", epsilon=2.0, key=jax.random.key(5), **kw)
     fits = []
     monkeypatch.setattr(noise_aware_glm, "fit", lambda *a, **k: fits.append(1))
     with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
-        dpmcmc.glm(df, "logistic", epsilon=2.0, key=jax.random.key(5), **kw)
+        dpmcmc.glm(df, "logistic", epsilon=1.0, key=jax.random.key(5), **kw)
     with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
-        dpmcmc.glm(df, "logistic", epsilon=2.0, key=5, **kw)   # the same seed as an int
+        dpmcmc.glm(df, "logistic", epsilon=1.0, key=5, **kw)   # the same seed as an int
     assert fits == [] and len(ledger.runs) == 1                # refused: no noise, no charge
     # The file stores hashes, never the key.
     text = (tmp_path / "l.json").read_text()
@@ -182,14 +190,14 @@ def test_a_key_the_ledger_has_charged_is_refused_before_any_noise(tmp_path, monk
     assert str(words) not in text and len(json.loads(text)["keys"]) == 1
     # A fresh key, or none, is accepted.
     monkeypatch.undo()
-    dpmcmc.glm(df, "logistic", epsilon=1.0, key=jax.random.key(6), **kw)
-    dpmcmc.glm(df, "logistic", epsilon=1.0, **kw)
+    dpmcmc.glm(df, "logistic", epsilon=2.0, key=jax.random.key(6), **kw)
+    dpmcmc.glm(df, "logistic", epsilon=2.0, **kw)
     assert len(ledger.runs) == 3 and len(json.loads((tmp_path / "l.json").read_text())["keys"]) == 2
 
 
 def test_a_user_key_without_a_ledger_warns_in_plain_words(tmp_path):
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=1.0, delta=1e-6, draws=10, chains=1)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6, draws=50, chains=2)
     with pytest.warns(dpmcmc.KeyReuseWarning, match="repeats that noise.*voids the privacy guarantee"):
         dpmcmc.glm(df, "logistic", key=jax.random.key(1), **kw)
     with warnings.catch_warnings():
@@ -202,8 +210,10 @@ def test_a_user_key_without_a_ledger_warns_in_plain_words(tmp_path):
 
 def test_secure_mode_reaches_the_default_algorithm():
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=1.0, delta=1e-6, draws=10, chains=1)
-    res = dpmcmc.glm(df, "logistic", secure=True, **kw)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6, draws=50, chains=2)
+    # A key with secure=True (the noise from a fresh OS secret): the secure program of
+    # test_a_user_key_without_a_ledger_warns_in_plain_words's run, not one for a default key.
+    res = dpmcmc.glm(df, "logistic", secure=True, key=jax.random.key(3), **kw)
     assert res.secure and res.algorithm == "noise-aware-glm"
     # The noise comes from the secret, not the key: one key, two secrets, two outcomes.
     from dpmcmc.secure import secure_key
@@ -215,11 +225,11 @@ def test_secure_mode_reaches_the_default_algorithm():
 
 def test_sampler_path_refuses_a_charged_key(tmp_path):
     ledger = dpmcmc.Ledger(tmp_path / "s.json", total_epsilon=1e6, total_delta=0.5)
-    model = dpmcmc.Model(lambda t, x: -0.5 * jnp.sum((x - t) ** 2), lambda t: -0.5 * jnp.sum(t ** 2), 1)
-    data = np.zeros((50, 1))
-    kw = dict(delta=1e-3, iterations=2, chains=1, progress=False, force=True, ledger=ledger,
-              tau=0.5, clip=1.0, proposal_std=0.1)
-    dpmcmc.sample(model, data, "dp-penalty", key=jax.random.key(9), **kw)
+    # RUN's model, data and chains, and a key of the kind OS entropy gives ("rbg"): the chain
+    # program of test_runs_compose_and_an_overspending_run_is_refused_before_any_noise.
+    key = jax.random.key(9, impl="rbg")
+    kw = dict(RUN, ledger=ledger)
+    dpmcmc.sample(_model(), DATA, "dp-penalty", key=key, **kw)
     with pytest.raises(dpmcmc.LedgerError, match="key .or seed. was used"):
-        dpmcmc.sample(model, data, "dp-penalty", key=jax.random.key(9), **dict(kw, iterations=3))
+        dpmcmc.sample(_model(), DATA, "dp-penalty", key=key, **dict(kw, iterations=3))
     assert len(ledger.runs) == 1

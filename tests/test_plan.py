@@ -74,6 +74,20 @@ def test_sample_refuses_a_plan_that_cannot_move_unless_forced():
             dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
                           force=True, _on_chunk=called.append, **README_HMC)
     assert called == []  # the warning came before the first chunk ran
+    forced = dpmcmc.plan(model, 10_000, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, force=True,
+                         **README_HMC)
+    assert forced.blocking and set(forced.blocking) <= set(forced.warnings)
+
+
+# slow (suite budget, ~2 CPU-s: a private start and a DP-HMC chain on 10⁴ rows): the forced run
+# itself. In the default run, sample's plan is dpmcmc.plan's in every mode, forced included
+# (test_plan_and_sample_share_one_planner_in_every_mode: a forced plan is said so by a
+# PlanWarning), and a run does its plan's iterations whatever warnings the plan gives
+# (tests/tabular/test_tabular.py::test_glm_sampler_path_uses_the_defaults_and_warms_up).
+@pytest.mark.slow
+def test_a_forced_plan_that_cannot_move_runs_as_planned():
+    model = _flat_model(2)
+    data = np.zeros((10_000, 1))
     with pytest.warns(dpmcmc.PlanWarning):
         res = dpmcmc.sample(model, data, "dp-hmc", epsilon=1.0, delta=1e-6, chains=1, progress=False,
                             force=True, **README_HMC)

@@ -187,11 +187,11 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
 
     key = jax.random.key(11)
     n, b = 1000, 10
-    default_batch = np.asarray(sample_batch_indices(key, n, b))
-    default_corr = np.asarray(sample_correction(key, (64,)))
-
-    # One compiled program for both draws (op-by-op they compile some fifty small ones). No
-    # cache clearing needed: the source (its secret a traced leaf) is an argument.
+    # One compiled program for the default mode's draws and one for the secure ones (op by op
+    # they compile some ninety small ones). No cache clearing needed: the source (its secret a
+    # traced leaf) is an argument.
+    default_batch, default_corr = map(np.asarray, jax.jit(
+        lambda: (sample_batch_indices(key, n, b), sample_correction(key, (64,))))())
     draws = jax.jit(lambda source: (sample_batch_indices(key, n, b, source),
                                     sample_correction(key, (64,), noise=source)))
 

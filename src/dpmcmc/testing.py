@@ -22,8 +22,9 @@ Keys and secure randomness:
 Guards (each takes pytest's ``monkeypatch``, or anything with its ``setattr(obj, name, value)``,
 and lasts until that fixture undoes it):
 
-- :func:`forbid_noise` — running the chains or drawing noise raises :class:`NoiseDrawn`, so a
-  test of an input error fails if the error comes after the run started;
+- :func:`forbid_noise` — running the chains, a private start or drawing noise raises
+  :class:`NoiseDrawn`, so a test of an input error fails if the error comes after the run
+  started;
 - :func:`replace_run_chains` — the chain driver that ``dpmcmc.sample`` calls, replaced;
 - :func:`forbid_chunk_runs` — any compiled chunk program that runs raises (a finished
   checkpoint must not run again);
@@ -70,18 +71,25 @@ class NoiseDrawn(AssertionError):
 
 
 def forbid_noise(monkeypatch: Any) -> None:
-    """Replace the chain driver and the noise functions by stand-ins that raise :class:`NoiseDrawn`.
+    """Replace the chain driver, the private starts and the noise functions by stand-ins that
+    raise :class:`NoiseDrawn`.
 
     Input errors must come before any run or noise draw; a test that expects one uses this so
-    that a late error shows up as :class:`NoiseDrawn` instead of passing.
+    that a late error shows up as :class:`NoiseDrawn` instead of passing. The starts are
+    replaced whole: their compiled programs are cached across runs (in
+    ``compile_cache.PROGRAMS`` and the Newton start's own cache), and a program traced before
+    the patch would draw its noise without calling the patched functions.
     """
     from dpmcmc.kernels import mechanisms
     from dpmcmc.runtime import driver
+    from dpmcmc.samplers import private_init, private_newton
 
     def fail(*args, **kwargs):
         raise NoiseDrawn("the sampler ran (noise could be drawn) before the input was rejected")
 
     monkeypatch.setattr(driver, "run_chains", fail)
+    monkeypatch.setattr(private_init, "private_start", fail)
+    monkeypatch.setattr(private_newton, "private_newton", fail)
     monkeypatch.setattr(mechanisms, "noise_normal", fail)
     monkeypatch.setattr(mechanisms, "gaussian_mechanism", fail)
 

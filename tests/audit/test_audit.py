@@ -208,9 +208,9 @@ def calibrated(request):
 
 
 # slow (suite budget): dp-hmc's calibrated audit runs through the CLI (a child process, ~8 CPU-s).
-# The default run keeps dp-penalty's (the same full-data far-row design and audit), dp-sgld's
-# through the CLI (test_audit_subsampled.py), and dp-hmc's own release: its tap's σ is the one
-# the accountant charges for (test_audit_tap_leaves_the_chain_unchanged[dp-hmc]).
+# The default run keeps dp-penalty's (the same full-data far-row design and audit) and dp-hmc's
+# own release: its tap's σ is the one the accountant charges for
+# (test_audit_tap_leaves_the_chain_unchanged[dp-hmc]).
 @pytest.mark.xla_optimized  # 2·10⁵-run audits: compiled at XLA level 1 (tests/conftest.py)
 @pytest.mark.parametrize("algorithm", ["dp-penalty", pytest.param("dp-hmc", marks=pytest.mark.slow)])
 def test_calibrated_sampler_passes_and_audit_has_power(calibrated, algorithm):
@@ -290,8 +290,8 @@ def test_argument_errors_name_the_argument():
 
 # ------------------------------------------------------------------ the CLI
 
-# slow (suite budget): the CLI's audit JSON is checked in the default run on dp-sgld's audit
-# (test_audit_subsampled.py::test_cli_audit_dp_sgld_json) and DP Barker's.
+# slow (suite budget): the CLI's audit JSON is checked in the default run on DP Barker's audit
+# (test_audit_barker.py::test_cli_audit_dp_barker_json).
 @pytest.mark.slow
 @pytest.mark.xla_optimized  # its audit is the calibrated dp-hmc one (fixture cli_hmc): 2·10⁵ runs
 def test_cli_audit_json(cli_hmc):

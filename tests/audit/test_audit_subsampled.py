@@ -170,17 +170,22 @@ def cli_sgld():
     return cli_audit("dp-sgld", "--trials", str(FAST_TRIALS), "--seed", str(CALIBRATED_SEEDS["dp-sgld"]))
 
 
-# dp-sgnht's calibrated audit is slow-only: it releases through dp-sgld's own function
-# (dp_sgld.release_batch_grad) under the same audit design and statistic (AUDITS), so the
-# dp-sgld case guards the release; what is dp-sgnht's own (its kernel attains the design's
-# dominating pair, its tap leaves the chain unchanged) stays in the default suite; its flagged
-# under-counted sensitivity is slow too (suite budget), guarded by minibatch-penalty's.
+# Every calibrated audit here is slow. dp-sgld's (suite budget, tests/suite_budget.py): the
+# audit's runner, tests and claim are those of dp-penalty's calibrated audit in the default run
+# (tests/audit/test_audit.py), and what is dp-sgld's own stays in the default run: its kernel
+# attains the design's dominating pair, the statistic is that pair's exact log likelihood ratio,
+# and its tap leaves the chain unchanged. dp-sgnht's: it releases through dp-sgld's own function
+# (dp_sgld.release_batch_grad) under the same audit design and statistic (AUDITS); what is
+# dp-sgnht's own, its tap leaving the chain unchanged, stays in the default suite (that its
+# kernel attains the design's dominating pair, and its flagged under-counted sensitivity, are
+# slow too: suite budget).
 @optimized
 @pytest.mark.parametrize("algorithm", [
     "dp-sgld",
     # slow (suite budget): minibatch-penalty's release is guarded in the default run by its tap
     # (test_audit_tap_leaves_the_chain_unchanged) and its flagged under-counted sensitivity
-    # (test_miscalibrated_subsampled_sampler_is_flagged), the audit by dp-sgld's case.
+    # (test_miscalibrated_subsampled_sampler_is_flagged, slow: suite budget), the audit by
+    # dp-penalty's calibrated case (tests/audit/test_audit.py).
     pytest.param("minibatch-penalty", marks=pytest.mark.slow),
     pytest.param("dp-sgnht", marks=pytest.mark.slow)])
 def test_calibrated_subsampled_sampler_passes(algorithm, request):

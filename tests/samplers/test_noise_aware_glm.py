@@ -121,9 +121,10 @@ def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
     rng = np.random.default_rng(0)
     X = np.column_stack([np.ones(300), rng.uniform(-1, 1, (300, 2))])
     y = (rng.uniform(size=300) < expit(X @ np.array([-0.5, 1.0, 0.5]))).astype(float)
-    with jax.enable_x64(True):
-        thetas, gs, hs = nag._releases(jax.random.key(0), jnp.asarray(X), jnp.asarray(y), plan,
-                                       jnp.eye(3) / 100.0, NoiseSource())
+    with jax.enable_x64(True):  # one compiled program (op by op: some seventy small ones)
+        thetas, gs, hs = jax.jit(lambda k, X, y: nag._releases(k, X, y, plan, jnp.eye(3) / 100.0,
+                                                               NoiseSource()))(
+            jax.random.key(0), jnp.asarray(X), jnp.asarray(y))
     assert thetas.shape == (plan.steps, 3) and np.all(np.isfinite(np.asarray(hs)))
 
 

@@ -46,11 +46,14 @@ def test_private_start_is_accounted_as_its_own_mechanism():
 
 def test_private_start_lands_near_the_mode_where_prior_draws_do_not():
     errs = {}
-    for theta0 in (None, "private"):
-        res = dpmcmc.sample(_model(), DATA, "dp-penalty", theta0=theta0, key=jax.random.key(7),
-                            iterations=1, **{k: v for k, v in RUN.items() if k != "epsilon"},
-                            ) if theta0 is None else dpmcmc.sample(
-            _model(), DATA, "dp-penalty", theta0=theta0, key=jax.random.key(7), **RUN)
+    private = dpmcmc.sample(_model(), DATA, "dp-penalty", theta0="private", key=jax.random.key(7),
+                            **RUN)
+    # Prior draws (no budget: no private start) for as many iterations: the chain program of
+    # the private run (and of test_private_start_is_accounted_as_its_own_mechanism).
+    prior = dpmcmc.sample(_model(), DATA, "dp-penalty", theta0=None, key=jax.random.key(7),
+                          iterations=private.samples.shape[1],
+                          **{k: v for k, v in RUN.items() if k != "epsilon"})
+    for theta0, res in ((None, prior), ("private", private)):
         errs[theta0] = np.abs(res.samples[:, 0] - POST_MEAN) / POST_SD
     # Resolution of the start: σ/n per coordinate ≈ C√(2K/μ_init)/n ≈ 7 posterior sds here.
     assert np.median(errs["private"]) < 15, errs["private"]

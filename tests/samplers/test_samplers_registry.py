@@ -115,9 +115,14 @@ def test_build_gives_a_kernel_with_the_contract(name):
     kernel = spec.build(MODEL, prepared)
     assert isinstance(kernel, Kernel)
     data = spec.layout(data, prepared, MODEL)  # the data the kernel's step reads
-    state = jax.jit(kernel.init)(jnp.zeros(3), data)  # as the driver calls it: one program
+
+    @jax.jit  # init and one step in one program (one compilation instead of two)
+    def first_step(key, theta, data):
+        state = kernel.init(theta, data)
+        return state, kernel.step(key, state, data)
+
+    state, (new_state, info) = first_step(jax.random.key(0), jnp.zeros(3), data)
     assert state.position.shape == (3,)
-    new_state, info = jax.jit(kernel.step)(jax.random.key(0), state, data)
     assert isinstance(info, (Info, HMCInfo))
     assert info.accepted.dtype == bool and info.diverged.dtype == bool
     assert 0.0 <= float(info.clip_fraction) <= 1.0
@@ -203,15 +208,15 @@ def test_subsampled_kernels_draw_the_sigma_of_their_release_event():
 
     data = jnp.asarray(np.random.default_rng(1).normal(size=(N, 3)))
     theta, theta_new = jnp.zeros(3), jnp.asarray([0.1, -0.2, 0.05])
-    # Each release is one jitted program: the same computation as an eager call, which
-    # dispatched (and compiled) its ~90 operations one by one.
+    # Both releases in one jitted program: the same computation as eager calls, which
+    # dispatched (and compiled) their ~90 operations one by one.
     with jax.enable_x64(True):
-        rel, _ = jax.jit(lambda k, d, t: release_batch_grad(k, MODEL, d, t, 10, 1.7, 0.5))(
-            jax.random.key(0), data, theta)
+        (rel, _), mb = jax.jit(lambda k1, k2, d, t, t2: (
+            release_batch_grad(k1, MODEL, d, t, 10, 1.7, 0.5),
+            release_penalised_llr(k2, MODEL, d[:10], t, t2, N, 0.8, 2.0)))(
+                jax.random.key(0), jax.random.key(1), data, theta, theta_new)
         (event,) = accounting.releases("dp-sgld", N, noise_multiplier=1.7, batch_size=10)
         assert float(rel.sigma) == pytest.approx(event.noise_std(0.5), rel=1e-12)
-        mb = jax.jit(lambda k, d, t, t2: release_penalised_llr(k, MODEL, d, t, t2, N, 0.8, 2.0))(
-            jax.random.key(1), data[:10], theta, theta_new)
         (event,) = accounting.releases("minibatch-penalty", N, tau=0.8, batch_size=10)
         # Per-example bound c/2 (sensitivity c); σ = √τ·c, μ = c²/(2σ²) = 1/(2τ).
         assert float(mb.sigma) == pytest.approx(event.noise_std(0.5 * float(mb.sensitivity)), rel=1e-12)

@@ -472,25 +472,38 @@ def test_sampler_defaults_meet_their_public_rules(n, d):
     assert tabular.sampler_defaults("dp-sgld", "logistic", n, d) == {}
 
 
+_SAMPLER_PATH = dict(target="default", bounds=BOUNDS, algorithm="dp-penalty", chains=2,
+                     progress=False, epsilon=30.0, delta=1e-3, key=jax.random.key(2))
+
+
 def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     """`--algorithm dp-penalty` with no tuning flag: runs with the rule-derived τ, clip and
-    proposal, spends the first half of the budget's iterations adapting the proposal scale, and
-    keeps every argument the user does give."""
+    proposal, and spends the first half of the budget's iterations adapting the proposal
+    scale."""
     from dpmcmc import tabular
 
-    df = _table(300)
-    kw = dict(target="default", bounds=BOUNDS, algorithm="dp-penalty", chains=2, progress=False,
-              epsilon=30.0, delta=1e-3, key=jax.random.key(2))
     with pytest.warns(dpmcmc.PlanWarning, match="ε = 30 is above 10"):  # a large ε, said so
-        res = dpmcmc.glm(df, "logistic", **kw)
+        res = dpmcmc.glm(_table(300), "logistic", **_SAMPLER_PATH)
     expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
                                       chains=2)
     assert res.plan.params["tau"] == pytest.approx(expect["tau"])
     assert res.plan.warmup == res.plan.iterations // 2 > 0
     assert res.samples.shape[1] == res.plan.iterations - res.plan.warmup
+
+
+# slow (suite budget, ~1.5 CPU-s: a private start and a chain program without warm-up of their
+# own): the table path keeps the arguments the user gives, and a forced plan that cannot move
+# runs, said so. In the default run the table path's run keeps the user's iterations and
+# leapfrog steps (test_cli_sample_round_trip[t.csv]: the draws' shape), and sample's plan is
+# dpmcmc.plan's, forced and warned alike (tests/test_plan.py::
+# test_plan_and_sample_share_one_planner_in_every_mode).
+@pytest.mark.slow
+def test_glm_sampler_path_keeps_the_arguments_given():
     with pytest.warns(dpmcmc.PlanWarning, match="almost never move"):  # forced, and said so
-        mine = dpmcmc.glm(df, "logistic", tau=0.5, warmup=0, force=True, **kw)  # cannot move
+        mine = dpmcmc.glm(_table(300), "logistic", tau=0.5, warmup=0, force=True,
+                          **_SAMPLER_PATH)  # cannot move
     assert mine.plan.params["tau"] == 0.5 and mine.plan.warmup == 0
+    assert mine.samples.shape[1] == mine.plan.iterations
 
 
 # ------------------------------------------------------------- Poisson: counts with a cap

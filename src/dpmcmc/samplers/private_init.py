@@ -119,6 +119,33 @@ def private_start(key: jax.Array, model, data, start: jax.Array, plan: InitPlan,
         ``theta`` (K+1, dim) and ``step`` (K+1, dim): the path, post-processing of the releases.
     """
     laid_out = prepare_data(data, model=model)
+    return _start_program(model, plan, chains)(key, laid_out, jnp.asarray(start, jnp.float64),
+                                                 noise)
+
+
+def _start_program(model, plan: InitPlan, chains: int):
+    """:func:`_rounds` jitted for ``model``, ``plan`` and ``chains``, kept with the chain
+    programs (keyed like them by :func:`dpmcmc.runtime.compile_cache.model_key`): a start on
+    other data of the same shape compiles nothing (each eager call compiled its scan again).
+    The data (and a secure source's secret) are its arguments, never constants baked into it."""
+    import functools
+
+    from dpmcmc.runtime import compile_cache as _compile_cache
+
+    try:
+        cache_key = ("private-start", _compile_cache.model_key(model), plan, int(chains))
+    except TypeError:  # no value key: a program for this call alone
+        cache_key = None
+    program = None if cache_key is None else _compile_cache.PROGRAMS.get(cache_key)
+    if program is None:
+        program = jax.jit(functools.partial(_rounds, model, plan, int(chains)))
+        if cache_key is not None:
+            _compile_cache.PROGRAMS.put(cache_key, program)
+    return program
+
+
+def _rounds(model, plan: InitPlan, chains: int, key, laid_out, start, noise):
+    """The K rounds of :func:`private_start` on the laid-out data, and the chains' starts."""
     temp = model.temperature
     grad_prior = jax.grad(model.log_prior)
     k_rounds, k_jitter = jax.random.split(key)
@@ -133,7 +160,6 @@ def private_start(key: jax.Array, model, data, start: jax.Array, plan: InitPlan,
         theta = theta + jnp.sign(g) * step
         return (theta, step, g), (theta, step)
 
-    start = jnp.asarray(start, jnp.float64)
     step0 = jnp.full_like(start, plan.first_step)
     carry0 = (start, step0, jnp.zeros_like(start))
     (theta, step, _), (path, steps) = jax.lax.scan(body, carry0, jax.random.split(k_rounds, plan.steps))

@@ -69,6 +69,7 @@ contributes zero to the sums (counted as clipped).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
@@ -389,23 +390,35 @@ def _round(model, prepared, n: int, quantile: float, key, theta, whiten, unit, s
             mean_noise)
 
 
+def _approximation(model, theta, fisher, mean_noise):
+    """The approximation's precision at θ_K, ``T F̂ + P`` with the prior's curvature there
+    (public), and the starts' covariance, its inverse plus the mean's noise covariance."""
+    prior_prec = _psd_floor(-jax.hessian(model.log_prior)(theta), 0.0)
+    precision = _sym(model.temperature * fisher + prior_prec)
+    return precision, _sym(linalg.inv(precision) + mean_noise)
+
+
 _ROUNDS: dict = {}
 
 
 def _compiled_round(model, n: int, quantile: float):
-    """The jitted round for ``model`` (shared by runs on the same model, keyed like the chain
-    programs by :func:`dpmcmc.runtime.compile_cache.model_key`). The data (and a secure source's secret)
+    """The jitted round for ``model`` and the jitted :func:`_approximation` after the last
+    (shared by runs on the same model, keyed like the chain programs by
+    :func:`dpmcmc.runtime.compile_cache.model_key`). The data (and a secure source's secret)
     are arguments of the compiled round, never constants baked into it; one program serves
-    every round of a start."""
+    every round of a start. (The approximation, op by op, compiled some forty small programs:
+    the prior's Hessian, its eigendecomposition, the inverse.)"""
     from dpmcmc.runtime import compile_cache as _compile_cache
 
     def fresh():
-        return jax.jit(lambda prep, src, k, th, w, unit, sig: _round(
-            model, prep, n, quantile, k, th, w, unit, sig, src))
+        return (jax.jit(lambda prep, src, k, th, w, unit, sig: _round(
+                    model, prep, n, quantile, k, th, w, unit, sig, src)),
+                jax.jit(lambda th, fisher, mean_noise: _approximation(model, th, fisher,
+                                                                      mean_noise)))
 
     try:
         key = (_compile_cache.model_key(model), n, quantile)
-    except TypeError:  # no value key: a program for this call alone
+    except TypeError:  # no value key: programs for this call alone
         return fresh()
     if key not in _ROUNDS:
         if len(_ROUNDS) >= 16:
@@ -439,7 +452,7 @@ def private_newton(key, model, data, start, plan: NewtonPlan,
         n = int(prepared.n)
         if n != plan.n:
             raise ValueError(f"data has {n} records, the plan expects {plan.n}")
-        one = _compiled_round(model, n, plan.quantile)
+        one, approximation = _compiled_round(model, n, plan.quantile)
         theta = jnp.asarray(start, jnp.float64)
         dim = theta.shape[0]
         whiten = jnp.eye(dim, dtype=jnp.float64) / plan.scale
@@ -452,17 +465,21 @@ def private_newton(key, model, data, start, plan: NewtonPlan,
             unit = math.sqrt(dim)
             thetas.append(theta)
             clips.append(clip)
-        # The approximation's precision at θ_K: the prior's curvature there (public).
-        prior_prec = _psd_floor(-jax.hessian(model.log_prior)(theta), 0.0)
-        precision = _sym(model.temperature * fisher + prior_prec)
-        cov = linalg.inv(precision)
-        return NewtonFit(theta, precision, _sym(cov + mean_noise), jnp.stack(thetas),
-                         jnp.stack(clips), fisher, whiten)
+        precision, start_cov = approximation(theta, fisher, mean_noise)
+        return NewtonFit(theta, precision, start_cov, jnp.stack(thetas), jnp.stack(clips),
+                         fisher, whiten)
 
 
 def start_draws(key, fit: NewtonFit, chains: int) -> jax.Array:
     """``chains`` independent draws of ``N(mean, start_cov)`` (public randomness)."""
     with jax.enable_x64(True):
-        chol = linalg.cholesky(jnp.asarray(fit.start_cov, jnp.float64))
-        z = jax.random.normal(key, (chains, chol.shape[0]), dtype=jnp.float64)
-        return jnp.asarray(fit.mean, jnp.float64)[None, :] + z @ chol.T
+        return _gaussian_draws(key, jnp.asarray(fit.mean, jnp.float64),
+                               jnp.asarray(fit.start_cov, jnp.float64), int(chains))
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _gaussian_draws(key, mean, cov, count: int):
+    # One program (op by op the draws compiled half a dozen small ones, for every new count).
+    chol = linalg.cholesky(cov)
+    z = jax.random.normal(key, (count, chol.shape[0]), dtype=jnp.float64)
+    return mean[None, :] + z @ chol.T
