@@ -164,14 +164,17 @@ def test_accounting_experiment_matches_the_accountant_and_orders_bounds(quick_ru
     assert (valid < legacy).all()  # the valid pair allows fewer iterations than the papers' pair
 
 
-def test_inprocess_rerun_skips_finished_cells_and_refuses_a_stale_one(quick_runs, tmp_path):
+def test_inprocess_rerun_skips_finished_cells_and_refuses_a_stale_one(quick_runs, tmp_path,
+                                                                      monkeypatch):
     # The fixture's in-process run of an experiment ran every cell; a second run into a folder
     # holding its cell files finds them all finished (and aggregates them). Run on a copy of the
     # cell files, which the stale-file check below then edits: one aggregate step for both
-    # checks (each renders the figures, ~2 CPU-s).
+    # checks, without its figures (~1 CPU-s of rendering; the figures the aggregate step writes
+    # are test_quick_run_writes_table_figures_report's).
     import shutil
 
-    d, first = quick_runs["accounting"]
+    d, first = quick_runs["accounting"]  # (run before the patch: its figures are checked)
+    monkeypatch.setattr(E.get("accounting"), "figures", lambda df, cfg, extras, save: None)
     if first is not None:  # None where the slow Snakemake test had it run through Snakemake
         assert sorted(first["cells_run"]) == sorted(E.cell_ids("accounting", True))
     shutil.copytree(d / "cells", tmp_path / "cells")

@@ -1,4 +1,6 @@
 """Randomised-Halton step sizes: range, low discrepancy, data independence; DP-HMC releases."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,11 @@ from dpmcmc.samplers import ALGORITHMS, run_chains
 from dpmcmc.kernels.halton import bit_reverse32, draw_mask, halton_multiplier
 
 
+# The helpers are jitted in these tests: one compiled program each, not one per operation.
+_multiplier = jax.jit(halton_multiplier, static_argnums=2)
+
+
+@functools.partial(jax.jit, static_argnums=1)
 def halton_step_sizes(key, num, step_size):
     """The first ``num`` step sizes η·h_i of one chain whose scrambling mask comes from ``key``."""
     return step_size * halton_multiplier(jnp.arange(num, dtype=jnp.uint32), draw_mask(key))
@@ -16,13 +23,13 @@ def halton_step_sizes(key, num, step_size):
 
 def test_bit_reverse32_matches_python():
     vals = np.random.default_rng(0).integers(0, 2 ** 32, size=200, dtype=np.uint64)
-    got = np.asarray(bit_reverse32(jnp.asarray(vals.astype(np.uint32))))
+    got = np.asarray(jax.jit(bit_reverse32)(jnp.asarray(vals.astype(np.uint32))))
     want = [int(f"{int(v):032b}"[::-1], 2) for v in vals]
     np.testing.assert_array_equal(got.astype(np.uint64), np.asarray(want, dtype=np.uint64))
 
 
 def test_mask_zero_is_the_van_der_corput_sequence():
-    h = np.asarray(halton_multiplier(jnp.arange(8, dtype=jnp.uint32), 0, jnp.float64))
+    h = np.asarray(_multiplier(jnp.arange(8, dtype=jnp.uint32), jnp.uint32(0), jnp.float64))
     vdc = np.array([0, 1 / 2, 1 / 4, 3 / 4, 1 / 8, 5 / 8, 3 / 8, 7 / 8])
     np.testing.assert_allclose(h, vdc + 2.0 ** -33, rtol=0, atol=1e-15)
 
@@ -31,7 +38,7 @@ def test_mask_zero_is_the_van_der_corput_sequence():
 def test_multipliers_lie_in_the_open_unit_interval(dtype):
     idx = jnp.asarray(np.r_[np.arange(4096), 2 ** 32 - 1 - np.arange(64)].astype(np.uint32))
     for mask in (0, 0xFFFFFFFF, 0x12345678):
-        h = np.asarray(halton_multiplier(idx, mask, dtype))
+        h = np.asarray(_multiplier(idx, jnp.uint32(mask), dtype))
         assert h.dtype == dtype
         assert np.all(h > 0) and np.all(h < 1)
 

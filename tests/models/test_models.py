@@ -85,10 +85,17 @@ def test_batch_functions_match_vmap(name):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_sample_prior_shapes(name):
+    # Traced, not run: each new shape run op by op compiles every operation again. (Each model's
+    # sample_prior runs in test_batch_functions_match_vmap, whose θ are prior draws, and the
+    # banana's law is test_banana_prior_sampler_matches_log_prior.)
     model = MODELS[name]
-    assert model.sample_prior(KEY, ()).shape == (model.dim,)
-    assert model.sample_prior(KEY, 7).shape == (7, model.dim)
-    draws = model.sample_prior(KEY, (3, 4))
+
+    def shape_of(shape):
+        return jax.eval_shape(lambda k: model.sample_prior(k, shape), KEY)
+
+    assert shape_of(()).shape == (model.dim,)
+    assert shape_of(7).shape == (7, model.dim)
+    draws = shape_of((3, 4))
     assert draws.shape == (3, 4, model.dim) and draws.dtype == jnp.float64
 
 
@@ -288,9 +295,14 @@ def test_logistic_regression():
     from scipy.optimize import minimize
 
     dj = jnp.asarray(data)
-    f = jax.jit(lambda t: -jnp.sum(model.log_likelihood_batch(t, dj)))
-    res = minimize(lambda t: float(f(jnp.asarray(t))), np.zeros(3),
-                   jac=lambda t: np.asarray(jax.grad(f)(jnp.asarray(t))), method="BFGS")
+    # Value and gradient in one compiled program.
+    f = jax.jit(jax.value_and_grad(lambda t: -jnp.sum(model.log_likelihood_batch(t, dj))))
+
+    def value_and_grad(t):
+        v, g = f(jnp.asarray(t))
+        return float(v), np.asarray(g)
+
+    res = minimize(value_and_grad, np.zeros(3), jac=True, method="BFGS")
     np.testing.assert_allclose(res.x, [1.0, -2.0, 0.5], atol=0.1)
 
 

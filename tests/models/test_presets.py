@@ -68,7 +68,8 @@ def test_thesis_rows_match_table(name):
         np.testing.assert_array_equal(md["cov"], [[1.0, 0.999], [0.999, 1.0]])
         np.testing.assert_allclose(md["prior_cov"], 100.0 * np.eye(2))
     if p.posterior_sampler is not None:
-        draws = p.posterior_sampler(jax.random.key(0), 4000)
+        # Jitted: one compiled program, not one per operation.
+        draws = jax.jit(lambda k: p.posterior_sampler(k, 4000))(jax.random.key(0))
         assert draws.shape == (4000, d)
         se = np.asarray(draws).std(0) / np.sqrt(4000)
         assert np.all(np.abs(np.asarray(draws).mean(0) - np.asarray(p.posterior_mean)) < 6 * se + 1e-12)
@@ -110,7 +111,7 @@ def test_gaussian_10d_paper_settings():
     q = preset("gaussian-10d", n=2000, key=jax.random.key(1))  # p's n: no new shapes to compile
     np.testing.assert_array_equal(q.model.metadata["cov"], md["cov"])
     # Exact posterior draws agree with the closed-form mean.
-    draws = np.asarray(p.posterior_sampler(jax.random.key(2), 20000))
+    draws = np.asarray(jax.jit(lambda k: p.posterior_sampler(k, 20000))(jax.random.key(2)))
     cov = np.asarray(p.model.metadata["posterior_cov"](p.data))
     assert np.all(np.abs(draws.mean(0) - np.asarray(p.posterior_mean)) < 5 * np.sqrt(np.diag(cov) / 20000))
 
