@@ -15,7 +15,7 @@ import dpmcmc
 from dpmcmc.cli import app
 from dpmcmc.ledger import Ledger, LedgerError
 
-from children.ledger_race import race
+from children.ledger_race import race_two
 
 
 def _model():
@@ -96,14 +96,13 @@ def test_ledger_argument_is_checked_before_data(tmp_path):
 def test_two_processes_cannot_both_take_the_last_of_the_budget(tmp_path):
     path = str(tmp_path / "l.json")
     Ledger(path, 1.0, 1e-6)
+    # Two processes race (forked by one spawned child: tests/children/ledger_race.py).
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=race, args=(path, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    results = sorted(out.get(timeout=5) for _ in procs)
+    child = ctx.Process(target=race_two, args=(path, out))
+    child.start()
+    results = out.get(timeout=120)
+    child.join(60)
     assert results == [False, True]
     assert len(Ledger(path).runs) == 1
 
@@ -155,8 +154,8 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
 
 def _tiny_table(n=1000, seed=0):
     """A table of test_glm_and_cli_charge_the_ledger's shape and bounds (n = 1000, one covariate
-    in [0, 10]), fitted below at its ε = 2 and δ = 1e-6 (2 chains x 50 draws, as
-    tests/samplers/test_glm_card.py's fit): the fits run the programs those runs compiled, or,
+    in [0, 10]), fitted below at its ε = 2 and δ = 1e-6 and the default 4 x 1000 draws, as
+    tests/samplers/test_glm_card.py's fit: the fits run the programs those runs compiled, or,
     for another kind of key or secure mode, compile them once for all."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(0, 10, n)
@@ -175,7 +174,7 @@ def test_a_key_the_ledger_has_charged_is_refused_before_any_noise(tmp_path, monk
 
     ledger = dpmcmc.Ledger(tmp_path / "l.json", total_epsilon=100.0, total_delta=1e-3)
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, delta=1e-6, ledger=ledger, draws=50, chains=2)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, delta=1e-6, ledger=ledger)
     dpmcmc.glm(df, "logistic", epsilon=2.0, key=jax.random.key(5), **kw)
     fits = []
     monkeypatch.setattr(noise_aware_glm, "fit", lambda *a, **k: fits.append(1))
@@ -197,7 +196,7 @@ def test_a_key_the_ledger_has_charged_is_refused_before_any_noise(tmp_path, monk
 
 def test_a_user_key_without_a_ledger_warns_in_plain_words(tmp_path):
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6, draws=50, chains=2)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6)
     with pytest.warns(dpmcmc.KeyReuseWarning, match="repeats that noise.*voids the privacy guarantee"):
         dpmcmc.glm(df, "logistic", key=jax.random.key(1), **kw)
     with warnings.catch_warnings():
@@ -210,7 +209,7 @@ def test_a_user_key_without_a_ledger_warns_in_plain_words(tmp_path):
 
 def test_secure_mode_reaches_the_default_algorithm():
     df = _tiny_table()
-    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6, draws=50, chains=2)
+    kw = dict(target="y", bounds=_TINY_BOUNDS, epsilon=2.0, delta=1e-6)
     # A key with secure=True (the noise from a fresh OS secret): the secure program of
     # test_a_user_key_without_a_ledger_warns_in_plain_words's run, not one for a default key.
     res = dpmcmc.glm(df, "logistic", secure=True, key=jax.random.key(3), **kw)

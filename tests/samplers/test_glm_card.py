@@ -81,7 +81,8 @@ def test_plan_refuses_what_a_one_shot_fit_does_not_take():
 
 def _rows(n=1000, seed=0):
     """Rows (1, x, y) of tests/test_ledger.py's tables' design (n = 1000, one covariate), fitted
-    below at their ε = 2 and δ = 1e-6: the fit compiles the program the ledger's keyed fits run."""
+    below at their ε = 2, δ = 1e-6 and 4 x 1000 draws: the fit compiles the programs the
+    ledger's keyed fits run."""
     rng = np.random.default_rng(seed)
     X = np.c_[np.ones(n), rng.uniform(-1, 1, (n, 1))]
     y = (rng.random(n) < 1 / (1 + np.exp(-(X @ [0.5, 1.0])))).astype(float)
@@ -91,9 +92,9 @@ def _rows(n=1000, seed=0):
 def test_sample_runs_the_card_and_clips_rows_into_the_box():
     model = models.logistic_regression(2)
     data = _rows()
-    kw = dict(epsilon=2.0, delta=1e-6, chains=2, draws=50, key=jax.random.key(0), progress=False)
+    kw = dict(epsilon=2.0, delta=1e-6, key=jax.random.key(0), progress=False)
     res = dpmcmc.sample(model, data, NAME, **kw)
-    assert res.samples.shape == (2, 50, 2) and res.privacy.epsilon == pytest.approx(2.0)
+    assert res.samples.shape == (4, 1000, 2) and res.privacy.epsilon == pytest.approx(2.0)
     assert res.plan.algorithm == NAME and res.released is None
     # A record's non-finite or out-of-box values are clipped into the box the bounds assume,
     # inside the fit: no refusal, finite draws, and exactly the draws of the clipped records.
