@@ -8,10 +8,12 @@ False-alarm rates (ε = 3, δ = 1e-5, 8 iterations, b = n = 104, claim 2.993). W
 per data set (the fast test's) 24 seeds (400–423) gave ε_lower = 1.17 ± 0.22 (sd; min 0.73)
 for the calibrated sampler: the fast check "0.45 ≤ ε_lower ≤ claim" sits 3.3 sd below / 8.3 sd
 above (false alarm < 0.1 % under a normal approximation). (At 2·10⁵ runs twelve seeds gave
-1.33 ± 0.29, min 0.69: the same check 3 sd below / 5.7 sd above, for twice the CPU.) The noise × 0.3 variant gives 5.4–5.5 (flag at 2.99:
-far), and 4.54 ± 0.30 at the 5·10⁴ runs of its fast test (5.2 sd above the flag line). The sensitivity-under-counted variant gave 3.09 ± 0.29 at 2·10⁵ runs, too close to the
-claim for a reliable fast test, so it runs with the default 10⁶ runs (slow; 3.85 with its key,
-3.52 with another). Every test uses a fixed key, so its outcome is reproducible.
+1.33 ± 0.29, min 0.69: the same check 3 sd below / 5.7 sd above, for twice the CPU.) The
+noise × 0.3 variant gives 5.4–5.5 (flag at 2.99: far), and 4.54 ± 0.30 at the 5·10⁴ runs of
+its fast test (5.2 sd above the flag line). The sensitivity-under-counted variant gave
+3.09 ± 0.29 at 2·10⁵ runs, too close to the claim for a reliable fast test, so it runs with the
+default 10⁶ runs (slow; 3.85 with its key, 3.52 with another). Every test uses a fixed key, so
+its outcome is reproducible.
 """
 import math
 

@@ -210,11 +210,11 @@ NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
 
 
 # dp-sgld-noise-x0.3 is slow: the sgd design's power (same release function
-# dp_sgld.release_batch_grad, same design and statistic for dp-sgld and dp-sgnht) is guarded by
-# dp-sgnht-sensitivity-undercounted-x2, and that dp-sgld's kernel draws its noise from the
-# NoiseSource's noise_scale by test_sgd_design_attains_the_dominating_pair[dp-sgld] (noise_scale
-# 1e-9 must give the exact sums); the audit's flagging of a noise-x0.3 kernel by
-# tests/audit/test_audit.py (dp-penalty) and tests/audit/test_audit_barker.py.
+# dp_sgld.release_batch_grad, same design and statistic for dp-sgld and dp-sgnht) is checked in
+# the slow run (dp-sgnht-sensitivity-undercounted-x2 and these); that dp-sgld's kernel draws its
+# noise from the NoiseSource's noise_scale by test_sgd_design_attains_the_dominating_pair[dp-sgld]
+# (noise_scale 1e-9 must give the exact sums), the audit's flagging of a noise-x0.3 kernel by
+# tests/audit/test_audit.py (dp-penalty), in the default run.
 #
 # minibatch-penalty's under-counted sensitivity runs 10⁵ runs: 20 disjoint blocks of 10⁵ runs
 # (2·10⁶ runs of the real kernel, two other keys) gave ε_lower = 4.19 ± 0.20 (sd; min 3.78), 6 sd
@@ -224,8 +224,8 @@ NOISE, SENS = {"noise_scale": 0.3}, {"sensitivity_factor": 0.5}
 @optimized
 @pytest.mark.parametrize("algorithm,variant,trials", [
     # slow (suite budget): dp-sgnht's gradient release is dp-sgld's (same clipped sum and
-    # noise); what is its own stays in default: its kernel attains the design's dominating pair
-    # (test_sgd_design_attains_the_dominating_pair) and its tap leaves the chain unchanged.
+    # noise); what is its own stays in default: its tap leaves the chain unchanged (that its
+    # kernel attains the design's dominating pair is slow too: tests/suite_budget.py).
     pytest.param("dp-sgnht", SENS, FAST_TRIALS, marks=pytest.mark.slow),
     ("minibatch-penalty", SENS, 100_000),
     pytest.param("dp-sgld", NOISE, FAST_TRIALS, marks=pytest.mark.slow),
