@@ -23,7 +23,7 @@ import pytest
 import dpmcmc
 from dpmcmc.runtime import compile_cache as _compile_cache
 from dpmcmc.models import preset
-from dpmcmc.testing import reset_compile_cache_settings
+from dpmcmc.testing import fresh_program_cache, reset_compile_cache_settings
 
 from host_devices import run_module
 
@@ -62,19 +62,29 @@ def banana():
     return p.model, np.asarray(p.data), np.asarray(p.theta_true)
 
 
-def test_repeated_call_on_new_data_compiles_nothing(banana):
+def test_repeated_call_on_new_data_compiles_nothing(banana, capsys, monkeypatch):
+    """A second call on new data of the same shape compiles and traces nothing; the progress
+    display shows compiling apart from (and before) sampling, and only when it compiles."""
+    # An empty program cache: the first call compiles here, whatever ran before.
+    fresh_program_cache(monkeypatch)
     model, data, theta0 = banana
     first = dpmcmc.sample(model, data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                          key=jax.random.key(1), progress=False, theta0=theta0, **PENALTY)
+                          key=jax.random.key(1), progress=True, theta0=theta0, **PENALTY)
+    out = capsys.readouterr().out
+    assert "compil" in out and "sampling" in out
+    assert out.index("compil") < out.index("sampling")
     new_data = data[::-1] + 30.0  # same shape, other values
     with CompileCounter() as count:
         again = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                              key=jax.random.key(2), progress=False, theta0=theta0, **PENALTY)
+                              key=jax.random.key(2), progress=True, theta0=theta0, **PENALTY)
     assert count.compiles == 0 and count.traces == 0, (count.compiles, count.traces)
+    # Compiled already: the second call shows the sampling bar only.
+    out = capsys.readouterr().out
+    assert "sampling" in out and "compil" not in out
     # The program reads the data it is given: the same key on the new data gives other draws
     # than on the first data (the data are an argument, not a constant of the cached program).
     same_key = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                             key=jax.random.key(1), progress=False, theta0=theta0, **PENALTY)
+                             key=jax.random.key(1), progress=True, theta0=theta0, **PENALTY)
     assert not np.array_equal(same_key.samples, first.samples)
     assert np.ptp(first.samples[0, :, 0]) > 0  # the chains move
     assert again.samples.shape == first.samples.shape
@@ -201,19 +211,6 @@ def test_cached_programs_give_the_draws_of_a_fresh_compilation(banana):
         np.testing.assert_array_equal(drawn, fresh[run_id])
     assert len(fresh) == 3
     assert not np.array_equal(warm[0], warm[1])  # another proposal scale, another program
-
-
-def test_progress_shows_compiling_apart_from_sampling(banana, capsys):
-    model, data, theta0 = banana
-    kw = dict(chains=2, iterations=40, delta=1e-5, key=jax.random.key(4), theta0=theta0, **PENALTY)
-    dpmcmc.sample(model, data, "dp-penalty", progress=True, **dict(kw, clip=0.21))
-    out = capsys.readouterr().out
-    assert "compil" in out and "sampling" in out
-    assert out.index("compil") < out.index("sampling")
-    # Compiled already: the second call shows the sampling bar only.
-    dpmcmc.sample(model, data * 0.9, "dp-penalty", progress=True, **dict(kw, clip=0.21))
-    out = capsys.readouterr().out
-    assert "sampling" in out and "compil" not in out
 
 
 def test_persistent_cache_switches(tmp_path, monkeypatch):

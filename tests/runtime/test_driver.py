@@ -121,7 +121,7 @@ def test_chains_are_independent_and_match_single_chain_runs():
     chains, iters = CHAINS, ITERS
     key = jax.random.key(7)
     pos, _ = run_chains(kernel, jnp.zeros((chains, 2)), key, iters, data=data, progress=False,
-                        cache_key=cache_key)
+                        chunk_size=iters, cache_key=cache_key)
     pos = np.asarray(pos)
     # Chain c is exactly the single-chain run with key split(key, chains)[c] (its init and each
     # step jitted: one program each, not one per operation).
