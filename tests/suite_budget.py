@@ -181,19 +181,14 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
         "parameter equal those read from constants bit for bit through the same driver in the "
         "first guard; minibatch-penalty's program holds no data-sized constant and takes the "
         "rows as an entry parameter in the second."),
-    _PLD + "test_delta_nonincreasing_in_epsilon[q=0.001]": (
-        (_PLD + "test_delta_nonincreasing_in_epsilon[q>=0.01]",
-         _PLD + "test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY),
-    _PLD + "test_delta_nondecreasing_in_k[q=0.001]": (
-        (_PLD + "test_delta_nondecreasing_in_k[q>=0.01]",
-         _PLD + "test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY),
-    _PLD + "test_epsilon_inverts_delta[q=0.001]": (
-        (_PLD + "test_epsilon_inverts_delta[q>=0.01]",
-         _PLD + "test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY),
-    _PLD + "test_substitute_dominates_legacy[q=0.001]": (
-        (_PLD + "test_substitute_dominates_legacy[q>=0.01]",
-         _PLD + "test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY),
 }
+# The PLD property tests' q = 0.001 twins, each guarded by its q >= 0.01 case and the held
+# reference value at q = 0.001.
+SLOW_CASES_CORE.update({
+    f"{_PLD}{name}[q=0.001]": ((f"{_PLD}{name}[q>=0.01]",
+                                f"{_PLD}test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY)
+    for name in ("test_delta_nonincreasing_in_epsilon", "test_delta_nondecreasing_in_k",
+                 "test_epsilon_inverts_delta", "test_substitute_dominates_legacy")})
 #: The samplers, audit, tabular and top-level (API, plan, ledger, secure) tests.
 SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
 }
