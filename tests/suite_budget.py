@@ -110,8 +110,85 @@ COLLECTED: dict[str, bool] = {}
 
 # Stop 38's cut, in two tables (one per part of the suite) merged into SLOW_CASES below.
 #: The kernels, models, runtime and records tests.
+_PLD = "tests/accounting/test_accounting_pld.py::"
+_PLD_WHY = ("the same property drawn at q = 0.001 (grids of 10^6 points when sigma is near 1: "
+            "~0.2 CPU-s a composition on average, up to 2 s, most of the property tests' cost). "
+            "The guard draws it at q = 0.01 to 1; the held reference values check q = 0.001.")
 SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/runtime/test_driver.py::test_samplers_run_in_float32_mode": (
+        ("tests/kernels/test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept",),
+        "a dp-hmc chain program in the x64-off child (~1.5 CPU-s). The driver scopes 64-bit types "
+        "to every run alike; the guard runs dp-penalty through dpmcmc.sample in that child "
+        "(float64 draws and noise, the global setting still off afterwards)."),
+    "tests/experiments/test_experiments.py::test_mmd_detects_half_sd_mean_shift": (
+        ("tests/diagnostics/test_diagnostics.py::test_mmd_test_power",),
+        "ten permutation tests on 2000 points (~2 CPU-s). The experiments' metric is "
+        "dpmcmc.diagnostics.mmd_test, whose power (1 sd shift, 10 seeds) and false alarms (10 "
+        "same-distribution controls, at most one flagged: P < 0.0043) the guard checks."),
+    "tests/kernels/test_warmup.py::test_adaptation_follows_the_real_releases[dp-penalty]": (
+        ("tests/kernels/test_warmup.py::test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws",),
+        "an adaptive program (~1.5 CPU-s). The guard adapts dp-penalty on D1 and D2 with the real "
+        "releases through dpmcmc.sample (one program: the data are its argument), and they "
+        "adapt differently: the power of the released-values-only test."),
+    "tests/kernels/test_warmup.py::test_adaptation_follows_the_real_releases[dp-sgld]": (
+        ("tests/kernels/test_warmup.py::test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws",
+         "tests/kernels/test_warmup.py::test_samplers_without_an_accept_step_refuse_a_short_warmup[dp-sgld]",
+         "tests/kernels/test_warmup.py::test_adaptation_reads_released_values_only[dp-sgld]"),
+        "an adaptive program (~1.5 CPU-s). The real-releases power is shown on the shared "
+        "adaptive_kernel by the first guard; dp-sgld's preconditioner adapts on a real run in the "
+        "second, and away from 1 on released draws only in the third."),
+    "tests/models/test_user_models.py::test_fast_path_equals_vmap[logaddexp]": (
+        ("tests/models/test_user_models.py::test_fast_path_equals_vmap[softplus]",),
+        "a program of every pass (~0.4 CPU-s). jax.nn.softplus is a jitted jnp.logaddexp, the "
+        "custom_jvp of this case, through the same passes and checks."),
+    "tests/models/test_user_models.py::test_fast_path_equals_vmap[log_sigmoid]": (
+        ("tests/models/test_user_models.py::test_fast_path_equals_vmap[softplus]",),
+        "a program of every pass (~0.4 CPU-s). jax.nn.log_sigmoid is a jitted -softplus(-x): the "
+        "guard's sub-jaxprs, through the same passes and checks."),
+    "tests/models/test_user_models.py::test_builtin_under_rwmh[banana]": (
+        ("tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]",
+         "tests/models/test_user_models.py::test_builtin_batch_functions_equal_vmap[banana]"),
+        "a chain program (~0.8 CPU-s). A built-in's unrolled forward pass in a chain is the first "
+        "guard's; the banana's unrolled batch function equals vmap in the second."),
+    "tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-hmc]": (
+        ("tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-penalty]",
+         "tests/models/test_user_models.py::test_fast_path_equals_vmap[custom_vjp]",
+         "tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[dp-sgld]",
+         "tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc]"),
+        "four sub-models through L + 1 gradient passes (~3 CPU-s). The kitchen sink runs in a "
+        "chain under dp-penalty; every pass, the clipped gradient sum included, equals vmap on "
+        "each of its parts (test_fast_path_equals_vmap); a custom_jvp model's clipped gradient "
+        "sum runs in a chain under dp-sgld; dp-hmc's passes run a per-record user function (the "
+        "banana preset's) through the rewrite in a chain in the last guard."),
+    "tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[7]": (
+        ("tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[64]",),
+        "a program of every pass (~0.4 CPU-s). Several blocks summed against one pass is the "
+        "guard's (blocks of 64, the last one padded)."),
+    "tests/accounting/test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgnht-params2-pld]": (
+        ("tests/accounting/test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgld-params0-pld]",
+         "tests/accounting/test_adaptive_composition.py::test_dp_sgnht_is_charged_dp_sgld_s_release[pld]"),
+        "an order-switching attack (~0.4 CPU-s). dp-sgnht is charged dp-sgld's release and "
+        "epsilon (second guard), so its attack is the first guard's."),
+    "tests/accounting/test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgnht-params3-rdp]": (
+        ("tests/accounting/test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgld-params1-rdp]",
+         "tests/accounting/test_adaptive_composition.py::test_dp_sgnht_is_charged_dp_sgld_s_release[rdp]"),
+        "an order-switching attack (~0.4 CPU-s). dp-sgnht is charged dp-sgld's release and "
+        "epsilon (second guard), so its attack is the first guard's."),
+    "tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[minibatch-penalty]": (
+        ("tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc]",
+         "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[minibatch-penalty]"),
+        "the closure path's program, its rows as constants (~2 CPU-s). Draws read from a "
+        "parameter equal those read from constants bit for bit through the same driver in the "
+        "first guard; minibatch-penalty's program holds no data-sized constant and takes the "
+        "rows as an entry parameter in the second."),
 }
+# The PLD property tests' q = 0.001 twins, each guarded by its q >= 0.01 case and the held
+# reference value at q = 0.001.
+SLOW_CASES_CORE.update({
+    f"{_PLD}{name}[q=0.001]": ((f"{_PLD}{name}[q>=0.01]",
+                                f"{_PLD}test_reference_value[s=1,q=0.001,k=100000,eps=1]"), _PLD_WHY)
+    for name in ("test_delta_nonincreasing_in_epsilon", "test_delta_nondecreasing_in_k",
+                 "test_epsilon_inverts_delta", "test_substitute_dominates_legacy")})
 #: The samplers, audit, tabular and top-level (API, plan, ledger, secure) tests.
 SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
     "tests/audit/test_audit_subsampled.py::test_calibrated_subsampled_sampler_passes[dp-sgld]": (

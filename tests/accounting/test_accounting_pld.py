@@ -338,12 +338,9 @@ def test_small_delta_tail_is_resolved(sigma, pair, eps):
 _sigmas = st.floats(0.8, 6.0)
 _relations = st.sampled_from(RELATIONS)
 # The sampling rates the properties below are drawn at, as a parameter of each test: q = 0.001
-# (with σ near 1, grids of 10⁶ points: ~0.2 CPU-s a composition on average, up to 2 s, about two
-# thirds of these tests' cost) is the slow twin of each (suite budget); the default run draws
-# the same properties at q = 0.01 to 1, and checks q = 0.001 against the held reference values
-# (test_reference_value[s=1,q=0.001,...]).
-Q_RATES = [pytest.param([0.01, 0.05, 0.2, 1.0], id="q>=0.01"),
-           pytest.param([0.001], id="q=0.001", marks=pytest.mark.slow)]
+# (with σ near 1, grids of 10⁶ points: ~0.2 CPU-s a composition on average, up to 2 s) is the
+# slow twin of each (tests/suite_budget.py), q = 0.01 to 1 the default run's.
+Q_RATES = [pytest.param([0.01, 0.05, 0.2, 1.0], id="q>=0.01"), pytest.param([0.001], id="q=0.001")]
 
 
 @pytest.mark.parametrize("rates", Q_RATES)

@@ -156,12 +156,11 @@ def test_dp_sgld_old_iteration_count_is_broken_by_order_switching():
 
 
 # ------------------------------------------------------------------ every algorithm x accountant
-# dp-sgnht's cases are slow (suite budget, an attack each, ~0.4 CPU-s): its release is
-# dp-sgld's (test_dp_sgnht_is_charged_dp_sgld_s_release), so its attack is dp-sgld's case.
+# (dp-sgnht's cases are slow since stop 38: tests/suite_budget.py; its release is dp-sgld's,
+# test_dp_sgnht_is_charged_dp_sgld_s_release.)
 @pytest.mark.parametrize("algorithm,params,accountant", [
     ("dp-sgld", SGLD, "pld"), ("dp-sgld", SGLD, "rdp"),
-    pytest.param("dp-sgnht", SGLD, "pld", marks=pytest.mark.slow),
-    pytest.param("dp-sgnht", SGLD, "rdp", marks=pytest.mark.slow),
+    ("dp-sgnht", SGLD, "pld"), ("dp-sgnht", SGLD, "rdp"),
     ("minibatch-penalty", dict(tau=1.0, batch_size=100), "pld"),
     ("minibatch-penalty", dict(tau=1.0, batch_size=100), "rdp"),
 ])

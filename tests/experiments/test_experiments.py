@@ -244,11 +244,7 @@ def test_cli_reproduce_rejects_unknown_experiment():
     assert r.exit_code == 2 and "experiment must be one of" in r.output
 
 
-# slow (suite budget, ~2 CPU-s): the experiments' metric is dpmcmc.diagnostics.mmd_test, whose
-# power (a 1 sd shift, 10 seeds) and false alarms (10 same-distribution controls) are
-# tests/diagnostics/test_diagnostics.py::test_mmd_test_power in the default run.
-@pytest.mark.slow
-def test_mmd_detects_half_sd_mean_shift():
+def test_mmd_detects_half_sd_mean_shift():  # slow: tests/suite_budget.py
     # 1000 points per side, a 0.5-sd shift in one coordinate: population MMD^2 ≈ 0.02 with the
     # median bandwidth, ~10 null standard deviations. Detected at alpha = 0.01 for all 5 seeds;
     # the same-distribution control is flagged at most once (P(>= 2 of 5 at 0.01) < 1e-3).

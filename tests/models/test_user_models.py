@@ -196,11 +196,9 @@ def _block_fn(ll):
 # slow: special, stats and nn (the costliest compilations); guard in default: the other cases,
 # which hold every kind of sub-jaxpr and short reduction these three do (custom_jvp: custom_jvp
 # and softplus; logsumexp's stop_gradient: logsumexp_mixture; short reductions: where_huber,
-# cond), through the same passes and checks. logaddexp and log_sigmoid are slow too (suite
-# budget, ~0.4 CPU-s each): the logistic likelihood through jax's jitted custom_jvp functions,
-# as softplus is in the default run (jax.nn.log_sigmoid is a jitted -softplus(-x), and softplus
-# a jitted jnp.logaddexp, the custom_jvp of the logaddexp case).
-_FAST_PATH_SLOW = ("special", "stats", "nn", "logaddexp", "log_sigmoid")
+# cond), through the same passes and checks. (logaddexp and log_sigmoid are slow too since stop
+# 38: tests/suite_budget.py, with their guard.)
+_FAST_PATH_SLOW = ("special", "stats", "nn")
 
 
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FAST_PATH_SLOW
@@ -244,12 +242,13 @@ def test_builtin_batch_functions_equal_vmap(name, builtin_models):
     """Built-ins' vectorised functions, unrolled, equal vmap of their per-record function."""
     model, x = builtin_models[name]
     x = jnp.asarray(x)
-    fast = jax.jit(jr.unroll_small_reductions(model.log_likelihood_batch))
+    # The unrolled batch function and the vmap reference in one compiled program.
+    both = jax.jit(lambda t, x: (jr.unroll_small_reductions(model.log_likelihood_batch)(t, x),
+                                 jax.vmap(model.log_likelihood, (None, 0))(t, x)))
     for th in THETAS[:2]:
         assert model.dim == D
-        t = jnp.asarray(th)
-        ref = jax.vmap(model.log_likelihood, (None, 0))(t, x)
-        np.testing.assert_allclose(fast(t, x), ref, rtol=1e-12, atol=1e-12)
+        fast, ref = both(jnp.asarray(th), x)
+        np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------------- the rewrite itself
@@ -368,14 +367,9 @@ def _run(model, x, algo):
 # dp-barker's pass (clipped per-example ratios of a minibatch) is minibatch-penalty's, run by
 # logistic[minibatch-penalty] (a custom_jvp sub-jaxpr), its per-row values on every battery
 # model being test_fast_path_equals_vmap's forward block pass.
-# The kitchen sink under dp-hmc is slow too (suite budget, ~3 CPU-s: four sub-models through
-# L + 1 gradient passes): its clipped gradient sum is checked on every battery model by
-# test_fast_path_equals_vmap (clipped_grad_sum), a custom_jvp model's clipped gradient sum runs
-# inside a chain under dp-sgld (logistic[dp-sgld]), the kitchen sink's ratio sum over all rows
-# under dp-penalty, and dp-hmc's own passes run a per-record user function (the banana preset's,
-# no batch functions) through the rewrite in a chain in
-# tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc].
-_KITCHEN_SLOW = ("hmc", "dp-sgld", "dp-sgnht", "minibatch-penalty", "rwmh", "dp-barker", "dp-hmc")
+# (The kitchen sink under dp-hmc is slow too since stop 38: tests/suite_budget.py, with its
+# guards.)
+_KITCHEN_SLOW = ("hmc", "dp-sgld", "dp-sgnht", "minibatch-penalty", "rwmh", "dp-barker")
 # logistic[hmc] is slow-only: hmc's pass (the log-likelihood sum and its gradient) is checked
 # on the softplus model (the logistic likelihood, custom_jvp included) and every other battery
 # model by test_fast_path_equals_vmap, and the gradient passes run inside a chain in the default
@@ -427,11 +421,11 @@ def test_logistic_regression_under_every_sampler(algo, builtin_models):
     _run(model, x, algo)
 
 
-# circle, mixture and banana are slow-only: their unrolled batch functions equal vmap in
+# circle and mixture are slow-only: their unrolled batch functions equal vmap in
 # test_builtin_batch_functions_equal_vmap, and the in-chain run of a built-in's unrolled forward
-# pass is guarded by the gaussian case (and the logistic runs above).
-@pytest.mark.parametrize("name", ["gaussian", pytest.param("banana", marks=pytest.mark.slow),
-                                  pytest.param("circle", marks=pytest.mark.slow),
+# pass is guarded by the gaussian and banana cases (and the logistic runs above). (banana is
+# slow too since stop 38: tests/suite_budget.py.)
+@pytest.mark.parametrize("name", ["gaussian", "banana", pytest.param("circle", marks=pytest.mark.slow),
                                   pytest.param("mixture", marks=pytest.mark.slow)])
 def test_builtin_under_rwmh(name, builtin_models):
     """Each built-in through the unrolled forward pass (rwmh is its cheapest user); the slow

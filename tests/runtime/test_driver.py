@@ -203,7 +203,7 @@ def test_info_contract_fields():
 
 
 # Run by the session's shared child with JAX_ENABLE_X64=0 (conftest.x64_off_results) where a
-# test below is selected (both are slow): a private sampler, whose privacy noise the fixed bug
+# test below is selected (both are slow, the first in tests/suite_budget.py): a private sampler, whose privacy noise the fixed bug
 # drew in float32. The driver scopes 64-bit types to every run alike; the other samplers run in
 # the slow child function: the non-private ones (their runs carry no privacy noise), and
 # dp-penalty, whose run through dpmcmc.sample with x64 off is
@@ -213,12 +213,7 @@ X64_OFF_CHILD = "driver:private"
 X64_OFF_CHILD_SLOW = "driver:non_private"
 
 
-# slow (suite budget: its sampler's compilation in the child, ~1.5 CPU-s): the driver scopes
-# 64-bit types to every run alike, and a private sampler runs through it with x64 off in the
-# default run: test_noise_source.py::test_noise_is_float64_with_x64_off_and_the_setting_is_kept
-# (dp-penalty through dpmcmc.sample: float64 draws, float64 noise, the setting still off).
-@pytest.mark.slow
-def test_samplers_run_in_float32_mode(x64_off_results):
+def test_samplers_run_in_float32_mode(x64_off_results):  # slow: tests/suite_budget.py
     out = x64_off_results[__name__]
     assert "error" not in out, out["error"]
     assert out == {"x32": ["dp-hmc"]}

@@ -140,12 +140,8 @@ def test_compiled_run_holds_no_data_constant(banana, algorithm):
         assert any(dt == "f32" and shape == (3, 2, 4096) for dt, shape, _ in params)
 
 
-# slow: minibatch-penalty's case too (suite budget: the closure path's program, ~2 CPU-s).
-# The draws read from a parameter equal those read from constants bit for bit through the same
-# driver in dp-hmc's case (blocks); minibatch-penalty's program holding no data constant and
-# taking the rows as an entry parameter is checked by test_compiled_run_holds_no_data_constant.
-@pytest.mark.parametrize("algorithm", [
-    a if a == "dp-hmc" else pytest.param(a, marks=pytest.mark.slow) for a in sorted(PARAMS)])
+# (minibatch-penalty's case is slow since stop 38: tests/suite_budget.py, with its guards.)
+@pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
 def test_sample_draws_equal_the_closure_path(banana, algorithm):
     """``dpmcmc.sample`` gives bit for bit the draws of the former kernel-closure run, whose
     program holds the data as constants."""
