@@ -201,7 +201,8 @@ def _warnings(iterations: int, noise: tuple, chains: int, from_budget: bool, eps
         if line.caps_acceptance and line.ratio < MIN_ACCEPTANCE:
             blocking.append(f"the privacy noise on the {line.name} (sd {line.noise_sd:.3g}) caps the "
                             f"acceptance rate at {line.ratio:.2g}: the chain will almost never move. Use "
-                            "a shorter proposal/trajectory, a smaller τ or clip, or more records.")
+                            "a shorter proposal/trajectory, a smaller τ or clip, more records, a larger ε "
+                            "or fewer chains, or --algorithm auto for a GLM.")
         if line.reference.startswith("over the Langevin noise") and line.ratio > 1.0:
             out.append(f"the privacy noise per step is {line.ratio:.3g}× the Langevin noise: the chain "
                        f"samples a posterior about {math.sqrt(1 + line.ratio ** 2):.3g}× too wide. Use a "

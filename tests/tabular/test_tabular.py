@@ -397,15 +397,17 @@ def test_cli_sample_on_islr_default(tmp_path):
               "balance": [0, 3000], "income": [0, 80000]}
     (tmp_path / "b.json").write_text(json.dumps(bounds))
     out = tmp_path / "default.nc"
+    # DP-HMC on the table path's defaults (no hand tuning: the public rule of
+    # tabular.sampler_defaults). At ε = 2 its plan refuses: two chains of full-data passes on
+    # 10,000 rows buy 20 iterations only with a ratio noise that caps acceptance at 4 %.
     r = CliRunner().invoke(app, ["sample", str(tmp_path / "default.csv"), "--model", "logistic",
                                  "--target", "default", "--bounds", str(tmp_path / "b.json"),
-                                 "--epsilon", "2", "--delta", "1e-5", "--chains", "2",
-                                 "--algorithm", "dp-hmc", "--tau-l", "0.5", "--tau-g", "3", "--leapfrog-steps", "5",
-                                 "--step-size", "0.02", "--prior-sd", "5", "--out", str(out)])
+                                 "--epsilon", "4", "--delta", "1e-5", "--chains", "2",
+                                 "--algorithm", "dp-hmc", "--prior-sd", "5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = dpmcmc.load(out)
     assert res.param_names == ("intercept", "student[Yes]", "balance", "income")
-    assert res.privacy.epsilon <= 2.0 and res.privacy.n == 10000
+    assert res.privacy.epsilon <= 4.0 and res.privacy.n == 10000
     # The balance effect is strongly positive (non-private MLE 0.0057 per dollar).
     draws = res.samples[:, res.num_draws // 2:, 2]
     assert draws.mean() > 0

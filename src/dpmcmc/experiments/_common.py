@@ -8,6 +8,8 @@ guarantee (docs/secure_randomness.md).
 """
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import hashlib
 import json
@@ -191,6 +193,26 @@ def _budget(pre, algorithm: str, params: dict, epsilon: float, delta: float, cha
     return _BUDGETS[key][1]
 
 
+@contextlib.contextmanager
+def _reproduction_warnings(info: dict):
+    """Run a reproduction's private run with its plan's warnings kept in ``info["plan_warnings"]``
+    (a column of the results table) instead of raised: a reproduction runs the papers' settings
+    as they were (ε = 15 in 000's grid, chains that cannot move), and the reader of its table
+    sees what the plan said about each run. Its fixed seeds are the experiment's (simulated data,
+    no person's record at stake), so the key-reuse warning is not for it."""
+    import dpmcmc
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+        warnings.simplefilter("always", dpmcmc.PlanWarning)
+        yield
+    for w in caught:
+        if issubclass(w.category, dpmcmc.PlanWarning):
+            info["plan_warnings"] = " ".join(filter(None, (info["plan_warnings"], str(w.message))))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delta: Optional[float],
             chains: int, theta0: Optional[np.ndarray], seed: int, iterations: Optional[int] = None,
             max_iterations: Optional[int] = None, accountant: Optional[str] = None,
@@ -200,21 +222,22 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
     A private run gets the iterations its (ε, δ) buys (``accounting.max_iterations``); with
     ``max_iterations`` (quick mode) it is cut to that many and the report states the ε the
     shorter run spends. ``info`` holds ``iterations_budget`` (what the budget buys),
-    ``iterations`` (run), ``epsilon_spent`` and ``status`` ("ok" or "budget too small").
+    ``iterations`` (run), ``epsilon_spent``, ``status`` ("ok" or "budget too small") and
+    ``plan_warnings`` (what the plan warned about the run, e.g. ε above 10; empty if nothing).
     """
     import jax
 
     import dpmcmc
     from ..samplers import ALGORITHMS
 
-    info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok"}
+    info: dict = {"iterations_budget": None, "iterations": None, "epsilon_spent": None, "status": "ok",
+                  "plan_warnings": ""}
     if algorithm == AUTO:
         # Plans its own run from public inputs, with its defaults (issue 35: "private start,
         # defaults"): the library's default number of chains, not the experiment's (with the
         # thesis' 20 the budget buys no chain and the rule returns the start's approximation),
         # no iterations to cut in quick mode.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+        with _reproduction_warnings(info):
             res = dpmcmc.sample(pre.model, pre.data, AUTO, epsilon=epsilon, delta=delta,
                                 key=jax.random.key(seed), progress=False, force=True, **params)
         info.update(epsilon_spent=float(res.privacy.epsilon), iterations=int(res.samples.shape[1]),
@@ -235,8 +258,7 @@ def run_one(pre, algorithm: str, params: dict, *, epsilon: Optional[float], delt
         iterations = budget if max_iterations is None else min(budget, max_iterations)
         # A reproduction runs the papers' settings as they were, also where they cannot move
         # (force), on simulated data with fixed seeds (repeatable; no person's record at stake).
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", dpmcmc.KeyReuseWarning)
+        with _reproduction_warnings(info):
             res = dpmcmc.sample(pre.model, pre.data, algorithm, epsilon=epsilon, delta=delta,
                                 chains=chains, key=jax.random.key(seed), theta0=theta0,
                                 iterations=iterations, accountant=acc, relation=relation,
