@@ -81,3 +81,28 @@ def test_coverage_detects_an_overconfident_posterior():
     good = theta + rng.normal(size=(reps, d))
     draws = good[:, None, :] + rng.normal(size=(reps, s, d))
     assert cal.coverage(theta, draws, alpha=ALPHA)["passed"]
+
+
+def test_calibration_report_keeps_the_hand_written_sections(tmp_path):
+    """benchmarks/calibration.py rewrites the grid's table and method in docs/calibration.md
+    and keeps every hand-written section (a follow-up's measurements above them, the Poisson
+    family's below) where it stands; nothing is left of the old generated text."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import calibration as bench
+
+    rows = bench.load()[:2]
+    page = tmp_path / "calibration.md"
+    page.write_text("# old title\n\nold intro\n\n## Hand above\n\nkept 1\n\n"
+                    "## The method in one paragraph\n\nSTALE\n\n## Beyond the grid\n\nSTALE\n\n"
+                    "## Hand below\n\nkept 2\n")
+    bench.report(rows, "CMD", page)
+    text = page.read_text()
+    heads = [ln[3:] for ln in text.splitlines() if ln.startswith("## ")]
+    assert heads == ["Hand above", *bench.GENERATED_SECTIONS, "Hand below"]
+    assert "kept 1" in text and "kept 2" in text and "STALE" not in text and "old intro" not in text
+    assert "Commands: CMD" in text and text.count("| logistic") + text.count("| linear") >= 2
+    bench.report(rows, "CMD", page)  # a second run changes nothing
+    assert page.read_text() == text
