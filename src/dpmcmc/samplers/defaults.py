@@ -17,7 +17,7 @@ from scipy.special import ndtri
 
 __all__ = ["PublicScale", "TARGET_CEILING", "TARGET_KICK", "TARGET_SGLD_RATIO",
            "TARGET_SGLD_DISCRETISATION", "MIN_DEFAULT_ITERATIONS", "DEFAULT_INIT_SHARE",
-           "TARGET_LANGEVIN_ITERATIONS", "mu_per_iteration",
+           "TARGET_LANGEVIN_ITERATIONS", "MAX_NOISE_RAISE", "mu_per_iteration",
            "langevin_noise_multiplier"]
 
 #: Acceptance ceiling 2Φ(−σ/2) a penalty test's noise allows for a typical move (σ = 1.349).
@@ -29,8 +29,15 @@ TARGET_KICK = 1.0
 TARGET_SGLD_RATIO = 0.5
 TARGET_SGLD_DISCRETISATION = 0.025
 #: Full-data samplers: the τ's are raised (more noise per release) until the budget buys at
-#: least this many iterations per chain; the plan then warns that the moves are noise-bound.
+#: least this many iterations per chain (:meth:`PublicScale.budget_split`).
 MIN_DEFAULT_ITERATIONS = 20
+#: Where the budget needs the τ's raised by f, the penalty test's noise on the typical move is
+#: raised by at most this factor x and the move shortened by f/x: with the move length ℓ and the
+#: noise sd x·σ (σ the target's 1.349), the squared jump a move is accepted for is at most
+#: ℓ²·2Φ(−xσ/2) ∝ x²Φ(−xσ/2)/f², largest at x = 1.765 (ceiling 0.234). Raising the noise
+#: further (the rule until stop 39) left runs whose ceiling fell under the plan's 5 % refusal
+#: line, e.g. DP-HMC on 10,000 rows at ε = 2 (ceiling 4 %); this way the defaults never do.
+MAX_NOISE_RAISE = 1.765
 #: Share of the budget's μ the default private start spends (dpmcmc.sample's init_share).
 DEFAULT_INIT_SHARE = 0.1
 #: DP-SGLD/SGNHT: iterations per chain the default noise multiplier buys (RDP accountant).
@@ -71,19 +78,34 @@ class PublicScale:
         """The penalty-test noise sd σ whose acceptance ceiling 2Φ(−σ/2) is TARGET_CEILING."""
         return -2.0 * float(ndtri(TARGET_CEILING / 2.0))
 
+    def budget_split(self, mu_iteration: float) -> tuple[float, float]:
+        """``(f, g)``: multiply a full-data sampler's τ's by ``f`` (:meth:`budget_floor`) and
+        divide its move (proposal sd, leapfrog step) by ``g = max(1, f / MAX_NOISE_RAISE)``.
+
+        Every τ carries its release's noise in units of the release's sensitivity, which is
+        proportional to the move: the noise on the typical move's log-likelihood ratio, and
+        DP-HMC's momentum kick, grow by ``f/g ≤ MAX_NOISE_RAISE`` over the rule's targets, while
+        μ per iteration falls by ``f²`` whatever ``g`` is.
+        """
+        f = self.budget_floor(mu_iteration)
+        return f, max(1.0, f / MAX_NOISE_RAISE)
+
     def budget_floor(self, mu_iteration: float) -> float:
         """Factor ≥ 1 on a full-data sampler's τ's so that the budget buys at least
         ``MIN_DEFAULT_ITERATIONS`` per chain (1 without a budget).
 
         Every release costs μ ∝ 1/τ², so multiplying all τ by c divides the per-iteration μ by
         c²; the budget's μ is ``gaussian_mu(ε, δ)`` less the private start's default share.
+        The target has 5 % to spare: the plan's accountant (PLD) composes the start with the run
+        a little less tightly than adding their μ does (19.8 of 20 iterations at ε = 1, which
+        the plan rounds down to 19).
         """
         if self.epsilon is None or self.delta is None:
             return 1.0
         from dpmcmc.accounting.gaussian import gaussian_mu
 
         available = (1.0 - DEFAULT_INIT_SHARE) * gaussian_mu(self.epsilon, self.delta)
-        need = MIN_DEFAULT_ITERATIONS * self.chains * mu_iteration
+        need = 1.05 * MIN_DEFAULT_ITERATIONS * self.chains * mu_iteration
         return max(1.0, math.sqrt(need / available))
 
 

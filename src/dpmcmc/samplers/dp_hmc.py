@@ -233,15 +233,18 @@ def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
 def _defaults(s: PublicScale) -> dict:
     # HMC's leapfrog; τ_l by the dp-penalty rule for a trajectory of length (π/2) s₀ √D, and τ_g
     # such that the gradient noise moves the momentum by TARGET_KICK sd per trajectory
-    # (2τ_g√n·b_g·ε√L = 1); both raised by one factor until the budget buys enough iterations.
+    # (2τ_g√n·b_g·ε√L = 1); where the budget would buy too few iterations, both raised by f
+    # and the step shortened by g (budget_split: the trajectory's ratio noise and momentum kick
+    # grow by f/g ≤ MAX_NOISE_RAISE).
     out = leapfrog_defaults(s)
     step, steps = out["step_size"], out["leapfrog_steps"]
     traj = 0.5 * math.pi * s.scale * math.sqrt(s.dim)
     llr, grad = SPEC.events(s.n, {"tau_l": 1.0, "tau_g": 1.0, "leapfrog_steps": steps})
     tau_l = s.sigma_target / llr.noise_std(s.clip * traj)
     tau_g = TARGET_KICK / (grad.noise_std(s.grad_clip) * step * math.sqrt(steps))
-    floor = s.budget_floor(mu_per_iteration(((llr, tau_l), (grad, tau_g))))
-    out.update(clip=s.clip, grad_clip=s.grad_clip, tau_l=floor * tau_l, tau_g=floor * tau_g)
+    f, g = s.budget_split(mu_per_iteration(((llr, tau_l), (grad, tau_g))))
+    out.update(step_size=step / g, clip=s.clip, grad_clip=s.grad_clip, tau_l=f * tau_l,
+               tau_g=f * tau_g)
     return out
 
 

@@ -184,13 +184,14 @@ def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
 
 def _defaults(s: PublicScale) -> dict:
     # The random-walk scale, and τ such that the penalty noise of such a move caps acceptance
-    # at TARGET_CEILING (σ = 2τ√n·b·2.38 s₀ = 1.349), raised if needed until the budget buys
-    # MIN_DEFAULT_ITERATIONS. σ and μ come from the spec's own release event at τ = 1.
+    # at TARGET_CEILING (σ = 2τ√n·b·2.38 s₀ = 1.349); where the budget would buy fewer than
+    # MIN_DEFAULT_ITERATIONS, τ is raised by f and the move shortened by g (budget_split). σ
+    # and μ come from the spec's own release event at τ = 1.
     proposal = random_walk_scale(s)
     (llr,) = SPEC.events(s.n, {"tau": 1.0})
     tau = s.sigma_target / llr.noise_std(s.clip * norm(proposal))
-    floor = s.budget_floor(mu_per_iteration(((llr, tau),)))
-    return {"proposal_std": proposal, "clip": s.clip, "tau": floor * tau}
+    f, g = s.budget_split(mu_per_iteration(((llr, tau),)))
+    return {"proposal_std": [p / g for p in proposal], "clip": s.clip, "tau": f * tau}
 
 
 def _audit_params(scale: float) -> dict:
