@@ -324,6 +324,9 @@ def audit_command(
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible audit (default: fresh OS entropy)."
     ),
+    family: Optional[str] = typer.Option(
+        None, "--family", help="noise-aware-glm only: the GLM family audited, linear (default), logistic or poisson."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Empirical privacy audit: a lower bound on ε from worst-case neighbouring data sets.
@@ -336,7 +339,8 @@ def audit_command(
     # (jax.enable_x64 inside dpmcmc.audit.audit): no process-global setting here.
     from . import audit as _audit
 
-    given = dict(epsilon=epsilon, delta=delta, trials=trials, iterations=iterations, confidence=confidence)
+    given = dict(epsilon=epsilon, delta=delta, trials=trials, iterations=iterations, confidence=confidence,
+                 family=family)
     kwargs = {k: v for k, v in given.items() if v is not None}
     key = None
     if seed is not None:

@@ -341,7 +341,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
           *, trials: int = DEFAULTS["trials"], iterations: Optional[int] = None,
           confidence: float = DEFAULTS["confidence"], statistic: str = "releases",
           key: Any = None, calibration_fraction: float = DEFAULTS["calibration_fraction"],
-          chunk_size: int = DEFAULTS["chunk_size"],
+          chunk_size: int = DEFAULTS["chunk_size"], family: Optional[str] = None,
           _miscalibration: Optional[dict] = None) -> AuditResult:
     """Empirical privacy audit: a lower bound on the ε of ``algorithm`` to set against its claim.
 
@@ -359,7 +359,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     algorithm : str
         A private algorithm with an audit entry (:data:`dpmcmc.audit.AUDITS`), or
         ``"noise-aware-glm"`` (its card's audit entry: its release rounds on a worst-case
-        logistic pair, the exact transcript likelihood ratio as the test statistic).
+        pair of ``family``, the exact transcript likelihood ratio as the test statistic).
     epsilon : float, default 3.0
         The ε the sampler is configured to claim for one run; the claim actually charged
         (``epsilon_claimed``) is the accountant's value at the solved noise scale.
@@ -378,6 +378,10 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
         Share of the runs used to choose the threshold.
     chunk_size : int, default 100000
         Runs per compiled call (bounds memory).
+    family : str, optional
+        ``noise-aware-glm`` only: the GLM family whose releases are audited, ``"linear"``
+        (default: one round, the design that reaches the claim), ``"logistic"`` or ``"poisson"``
+        (the Newton rounds, all K-norm; docs/audit.md).
     _miscalibration : dict, optional
         TESTING ONLY: ``{"noise_scale": s, "sensitivity_factor": f}`` audits a deliberately
         wrong kernel, built here with a miscalibrated
@@ -408,6 +412,11 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     trials = _int("trials", trials, 1000)
     if one_shot and iterations is not None:
         raise ValueError(f"iterations: {algorithm} makes one fixed set of releases (no chain)")
+    families = entry.families if one_shot else ()
+    if family is not None and family not in families:
+        raise ValueError(f"family must be one of {families} for {algorithm}, got {family!r}"
+                         if families else f"family: {algorithm} has one audit design (no family)")
+    family = families[0] if families and family is None else family
     iterations = (None if one_shot else
                   entry.iterations if iterations is None else _int("iterations", iterations, 1))
     confidence = _real("confidence", confidence, 0.0, 1.0)
@@ -425,7 +434,7 @@ def audit(algorithm: str, epsilon: float = DEFAULTS["epsilon"], delta: float = D
     with jax.enable_x64(True):
         if one_shot:
             return _audit_one_shot(entry, epsilon, delta, trials, confidence, statistic, key,
-                                   calib, chunk_size, noise)
+                                   calib, chunk_size, noise, family)
         return _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence,
                       statistic, key, calib, chunk_size, noise)
 
@@ -459,12 +468,13 @@ def _audit(entry, algorithm, epsilon, delta, trials, iterations, confidence, sta
 
 
 def _audit_one_shot(entry: OneShotAudit, epsilon, delta, trials, confidence, statistic, key,
-                    calib, chunk_size, noise) -> "AuditResult":
+                    calib, chunk_size, noise, family=None) -> "AuditResult":
     """The audit of a one-shot algorithm: its own releases on the entry's pair, many times.
     The claim is the accountant's ε of the configuration that spends (ε, δ)."""
     start = time.perf_counter()
-    d_set, dp_set = entry.design()
-    claimed, params, run = entry.setup(epsilon, delta, noise)
+    options = {} if family is None else {"family": family}
+    d_set, dp_set = entry.design(**options)
+    claimed, params, run = entry.setup(epsilon, delta, noise, **options)
 
     def runner(data, keys):
         rel, drw = run(data, keys)

@@ -200,21 +200,25 @@ class OneShotAudit(NamedTuple):
     algorithm : str
         Name in :data:`dpmcmc.samplers.ALGORITHMS` (the spec that carries this entry).
     design : callable
-        ``design() -> (D, D')``: the two data sets, differing in one record.
+        ``design(family=...) -> (D, D')``: the two data sets, differing in one record.
     setup : callable
-        ``setup(epsilon, delta, noise) -> (claimed ε, params, runner)``: the configuration
+        ``setup(epsilon, delta, noise, family) -> (claimed ε, params, runner)``: the configuration
         whose releases spend (ε, δ), the accountant's ε for it, a description, and the compiled
         ``runner(data, keys) -> (release statistic, draw statistic)`` per run (each larger on
         D), drawing its noise from ``noise``. ``noise.sensitivity_factor != 1`` is refused
         where the algorithm clips nothing inside its design.
     chunk : int
         Runs per compiled call (memory).
+    families : tuple of str
+        The model families the algorithm can be audited on (``dpmcmc.audit.audit``'s
+        ``family``); the first is the default.
     """
 
     algorithm: str
-    design: Callable[[], tuple]
-    setup: Callable[[float, float, Any], tuple]
+    design: Callable[..., tuple]
+    setup: Callable[..., tuple]
     chunk: int
+    families: tuple = ()
 
 
 def llr_statistic(taps: dict, clip: float) -> Array:

@@ -1057,6 +1057,11 @@ def _prepare(params: dict, model, n) -> dict:
     out["count_cap"] = _check_count_cap(out["family"], out["count_cap"])
     if out["noise_sd"] is not None:
         out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
+    if "sum_of_squares_share" not in params and (out["family"] != "linear"
+                                                 or out["noise_sd"] is not None):
+        # Its default applies only where Σy² is released (linear, residual sd inferred): the
+        # fit's parameters and report list what the fit used.
+        out["sum_of_squares_share"] = None
     if out["prior_sd"] is None:
         out["prior_sd"] = math.sqrt(meta["prior_var"]) if "prior_var" in meta else 10.0
     out["prior_sd"] = check_positive("prior_sd", out["prior_sd"])
@@ -1187,33 +1192,55 @@ def _fit(key, data, plan, noise: Optional[NoiseSource] = None) -> dict:
 # The configuration and the pair reach the claim (issue 33 §5: at least 0.6 of it). A finite
 # audit sees a privacy loss only where its trials can: the Gaussian rounds' cost at δ ≈ 1e-6
 # lies in tails no 10⁴-run audit reaches, so the audited fit spends its whole budget in pure
-# (K-norm) releases: the linear family with a declared residual sd (one round: Σyx̃ and Σx̃x̃ᵀ,
-# mechanism "knorm"). Design: ``n = 200`` rows ``(1, x, y)`` in the box; D has the record
-# ``(x = 1, y = 1)``, D' has ``(x = −1, y = −1)`` in its place. Their gradient terms y·x̃,
-# (1, 1) and (−1, 1), differ by the whole width of the K-norm box in the intercept coordinate,
-# and their Hessian terms x̃x̃ᵀ by the whole width in the off-diagonal entry: both releases at
-# their full sensitivity, so the transcript's privacy loss reaches ε_gradient + ε_Hessian.
+# (K-norm) releases (``mechanism="knorm"``: the early rounds follow the last round's gradient).
+# The default family is linear with a declared residual sd (one round: Σyx̃ and Σx̃x̃ᵀ). Design:
+# ``n = 200`` rows ``(1, x, y)`` in the box; D has the record ``(x = 1, y = 1)``, D' has
+# ``(x = −1, y = −1)`` in its place. Their gradient terms y·x̃, (1, 1) and (−1, 1), differ by
+# the whole width of the K-norm box in the intercept coordinate, and their Hessian terms x̃x̃ᵀ by
+# the whole width in the off-diagonal entry: both releases at their full sensitivity, so the
+# transcript's privacy loss reaches ε_gradient + ε_Hessian. ``family="logistic"`` and
+# ``"poisson"`` (count cap AUDIT_COUNT_CAP) audit the Newton families' rounds on the pair whose
+# moved record goes from (x = 1, y = 0) to (x = −1, y at its top): its gradient terms'
+# residuals change sign, at x = 1 and x = −1 on a steep design, so that the gradient's
+# intercept coordinate moves by most of the K-norm box's width at every public point.
 
 #: Records per data set, the slope and the declared residual sd of the audit's design.
 AUDIT_N = 200
 AUDIT_SLOPE = 0.5
 AUDIT_NOISE_SD = 0.5
+#: Count cap of the Poisson family's audit design.
+AUDIT_COUNT_CAP = 3
 #: Runs per compiled call (memory: each run holds its n per-record Hessians per round).
 AUDIT_CHUNK = 10000
 #: Prior sd of the audited fit (dpmcmc.glm's default).
 AUDIT_PRIOR_SD = 10.0
 
 
-def audit_design(n: int = AUDIT_N, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The audit's neighbouring data sets ``(D, D')``: rows ``(1, x, y)`` of a scaled design
-    (linear family, every value in the declared box)."""
+def audit_design(n: int = AUDIT_N, seed: int = 0, family: str = "linear"
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The audit's neighbouring data sets ``(D, D')``: rows ``(1, x, y)`` of a scaled design of
+    ``family`` (every value in the declared box), differing in the first record."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, n)
-    y = np.clip(0.2 + AUDIT_SLOPE * x + 0.3 * rng.normal(size=n), -1.0, 1.0)
+    if family == "linear":
+        y = np.clip(0.2 + AUDIT_SLOPE * x + 0.3 * rng.normal(size=n), -1.0, 1.0)
+        first, first_prime = [1.0, 1.0, 1.0], [1.0, -1.0, -1.0]
+    elif family == "logistic":
+        # Steep (p = 0.92 at x = 1, 0.12 at x = −1): the moved record's residual y − p is
+        # −0.92 on D and +0.88 on D', in the intercept coordinate 0.9 of the box's width.
+        y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-(0.2 + 2.2 * x)))).astype(float)
+        first, first_prime = [1.0, 1.0, 0.0], [1.0, -1.0, 1.0]
+    elif family == "poisson":
+        # Rates 3.0 at x = 1 and 0.41 at x = −1 (counts capped at 3): the moved record's
+        # residual y − rate is about −2.4 on D and +2.6 on D', 0.7 of the box's width.
+        y = np.minimum(rng.poisson(np.exp(0.1 + x)), AUDIT_COUNT_CAP).astype(float)
+        first, first_prime = [1.0, 1.0, 0.0], [1.0, -1.0, float(AUDIT_COUNT_CAP)]
+    else:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     d_set = np.column_stack([np.ones(n), x, y])
-    d_set[0] = [1.0, 1.0, 1.0]
+    d_set[0] = first
     dp_set = d_set.copy()
-    dp_set[0] = [1.0, -1.0, -1.0]
+    dp_set[0] = first_prime
     return d_set, dp_set
 
 
@@ -1252,15 +1279,18 @@ def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
     return jax.jit(jax.vmap(one, in_axes=(None, 0)))
 
 
-def _audit_setup(epsilon: float, delta: float, noise: Optional[NoiseSource]):
+def _audit_setup(epsilon: float, delta: float, noise: Optional[NoiseSource],
+                 family: str = "linear"):
     """The audit entry's ``setup`` (:class:`~dpmcmc.samplers.audit_design.OneShotAudit`)."""
     if noise is not None and noise.sensitivity_factor != 1.0:
         raise ValueError("_miscalibration: the noise-aware GLM clips nothing inside its box; only "
                          "noise_scale applies")
-    d_set, dp_set = audit_design()
-    plan = release_plan("linear", d_set.shape[0], d_set.shape[1] - 1, epsilon, delta,
-                        noise_sd=AUDIT_NOISE_SD, mechanism=KNORM)
-    params = {"steps": plan.steps, "final_mechanism": plan.gradients[-1].kind,
+    d_set, dp_set = audit_design(family=family)
+    plan = release_plan(family, d_set.shape[0], d_set.shape[1] - 1, epsilon, delta,
+                        noise_sd=AUDIT_NOISE_SD if family == "linear" else None,
+                        count_cap=AUDIT_COUNT_CAP if family == "poisson" else None,
+                        mechanism=KNORM)
+    params = {"family": family, "steps": plan.steps, "final_mechanism": plan.gradients[-1].kind,
               "mu_total": plan.mu_total, "pure_epsilon": list(plan.pure)}
     runner = audit_runner(plan, d_set, dp_set, NoiseSource() if noise is None else noise)
     return float(plan.epsilon_spent()), params, runner
@@ -1276,7 +1306,8 @@ def _card():
         releases=ReleaseSpec(PURE, _SPLIT, _events, optional=_SPLIT_OPTIONAL,
                              validate=_validate_split),
         noise_lines=_noise_lines, fit=_fit, split=split_params, notes=_notes,
-        audit=OneShotAudit("noise-aware-glm", audit_design, _audit_setup, AUDIT_CHUNK))
+        audit=OneShotAudit("noise-aware-glm", audit_design, _audit_setup, AUDIT_CHUNK,
+                           families=("linear", *(f for f in FAMILIES if f != "linear"))))
 
 
 SPEC = _card()
