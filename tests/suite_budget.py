@@ -244,5 +244,17 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "its 4 x 1000 draws in the first guard (another table); the command's file round trip "
         "is the second's."),
 }
+#: Stop 39, part B (tests/samplers/, tests/audit/): the same format.
+SLOW_CASES_B: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[dp-hmc]": (
+        ("tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]",),
+        "a leapfrog program (~1.4 CPU-s). The guard builds DP-HMC's kernel through the registry "
+        "and runs it with run_chains (init, steps, a scan over its state) and checks its info's "
+        "flags and clip fraction."),
+    "tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[hmc]": (
+        ("tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[hmc-params0]",),
+        "a leapfrog program (~0.6 CPU-s). The guard checks HMC's kernel the same way."),
+}
 SLOW_CASES.update(SLOW_CASES_CORE)
 SLOW_CASES.update(SLOW_CASES_PATHS)
+SLOW_CASES.update(SLOW_CASES_B)

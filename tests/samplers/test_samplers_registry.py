@@ -105,6 +105,9 @@ def test_bad_n():
         ALGORITHMS["dp-penalty"].prepare(dict(VALID["dp-penalty"]), MODEL, 0)
 
 
+# hmc and dp-hmc (~2 CPU-s, a leapfrog program each): slow (tests/suite_budget.py,
+# SLOW_CASES_B); their kernels' contract is checked in the default run through run_chains by
+# test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection.
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_build_gives_a_kernel_with_the_contract(name):
     import jax
