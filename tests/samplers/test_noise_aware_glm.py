@@ -101,7 +101,8 @@ def test_gaussian_only_plan_spends_exactly_the_gaussian_budget():
 def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
     """Where the last gradient is K-norm the early rounds are K-norm too, in geometric weights
     of one pure scale that the tight composition spends exactly at (ε, δ), with a public point
-    sequence (the early rounds' releases run in one scan over their ε). A record of the split
+    sequence (the early rounds' releases run in one scan over their ε: the test below, and
+    the fit of test_report_charges_what_the_mechanisms_draw). A record of the split
     without ``early_mechanism`` (made before pure early rounds existed) re-derives Gaussian
     early rounds, so its charge is unchanged."""
     eps, delta = 2.0, 1e-6
@@ -118,6 +119,15 @@ def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
     old = nag.plan_releases(300, legacy)
     assert all(g.kind == "gaussian" for g in old.gradients[:-1])
     assert old.mu_total == pytest.approx((1 - 0.8) * gaussian_mu(eps, delta))
+
+
+# slow (tests/suite_budget.py, SLOW_CASES_B): a program of its own (~0.6 CPU-s); the default run
+# runs pure early rounds through dpmcmc.glm in test_report_charges_what_the_mechanisms_draw.
+def test_pure_early_rounds_release_in_one_program():
+    """The releases of a plan with pure early rounds (one scan over their ε), run as one
+    compiled program: a public point per round and finite Hessian releases."""
+    plan = nag.release_plan("logistic", 300, 3, 2.0, 1e-6)
+    assert plan.steps > 1 and all(r.kind == "knorm" for r in plan.releases())
     rng = np.random.default_rng(0)
     X = np.column_stack([np.ones(300), rng.uniform(-1, 1, (300, 2))])
     y = (rng.uniform(size=300) < expit(X @ np.array([-0.5, 1.0, 0.5]))).astype(float)
