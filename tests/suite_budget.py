@@ -244,5 +244,23 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "its 4 x 1000 draws in the first guard (another table); the command's file round trip "
         "is the second's."),
 }
+#: Stop 39, part B (tests/samplers/, tests/audit/): the same format.
+SLOW_CASES_B: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[dp-hmc]": (
+        ("tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]",),
+        "a leapfrog program (~1.4 CPU-s). The guard builds DP-HMC's kernel through the registry "
+        "and runs it with run_chains (init, steps, a scan over its state) and checks its info's "
+        "flags and clip fraction."),
+    "tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[hmc]": (
+        ("tests/samplers/test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[hmc-params0]",),
+        "a leapfrog program (~0.6 CPU-s). The guard checks HMC's kernel the same way."),
+    "tests/samplers/test_noise_aware_glm.py::test_pure_early_rounds_release_in_one_program": (
+        ("tests/samplers/test_noise_aware_glm.py::test_report_charges_what_the_mechanisms_draw",),
+        "a program of its own (~0.6 CPU-s). The guard's fit (d = 4, ε = 2) releases its pure "
+        "early rounds through the same nag._releases, and checks each round's releases by name; "
+        "the split of the budget over them stays in "
+        "test_pure_early_rounds_spend_the_budget_and_old_records_replay."),
+}
 SLOW_CASES.update(SLOW_CASES_CORE)
 SLOW_CASES.update(SLOW_CASES_PATHS)
+SLOW_CASES.update(SLOW_CASES_B)

@@ -42,6 +42,10 @@ def run(name, model, theta0, iters=300, chains=4, **params):
 def check_common(pos, info):
     assert np.all(np.isfinite(pos))
     assert not np.any(info.accepted & info.diverged)
+    # The kernel contract's info (test_samplers_registry.py's first-step check, slow for hmc and
+    # dp-hmc, whose default-run contract check is this one): boolean flags, a clip fraction.
+    assert info.accepted.dtype == bool and info.diverged.dtype == bool
+    assert np.all((info.clip_fraction >= 0.0) & (info.clip_fraction <= 1.0))
 
 
 @pytest.mark.parametrize("name,params", [
