@@ -79,7 +79,10 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
 
 # Every sampler with an adaptation, in the default suite: the property holds through the shared
 # adaptive_kernel, which hands the adaptation the released accept decision and draw only, but
-# a sampler whose Info carried something else would break it on its own.
+# a sampler whose Info carried something else would break it on its own. dp-sgnht is slow-only
+# (tests/suite_budget.py, SLOW_CASES_A): it adapts what dp-sgld adapts (LANGEVIN) from the
+# same warm-up draws, and releases through dp-sgld's release_batch_grad (dp_sgnht imports
+# prepare_sgd and its releases from dp_sgld), the dp-sgld case's.
 @pytest.mark.parametrize("algorithm", sorted(BUILDERS))
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
@@ -193,13 +196,23 @@ def test_samplers_without_an_accept_step_refuse_a_short_warmup(alg):
 
 
 def test_a_badly_scaled_random_walk_is_brought_near_its_target_acceptance():
-    # Posterior sd 1/√2000 ≈ 0.022; the proposal starts 45× too wide (acceptance ≈ 1 %).
+    # Posterior sd 1/√2000 ≈ 0.022; the proposal starts 45× too wide (acceptance ≈ 0.1 %).
     # After 300 warm-up iterations the pooled acceptance of the 4 × 300 kept iterations must lie
     # in [0.1, 0.45] around the target 0.234; without warm-up it is below 0.05. With a fixed key
     # this is deterministic; the bands are wide enough that seeds 0-19 all pass (checked once).
     data = np.random.default_rng(2).normal(1.0, 1.0, (2000, DIM))
     kw = dict(chains=4, key=jax.random.key(5), progress=False, theta0=np.ones((4, DIM)), proposal_std=1.0)
-    cold = dpmcmc.sample(MODEL, data, "rwmh", iterations=300, **kw)
     warm = dpmcmc.sample(MODEL, data, "rwmh", iterations=600, warmup=300, **kw)
-    assert float(np.mean(cold.diagnostics.acceptance_rate)) < 0.05
     assert 0.1 <= float(np.mean(warm.diagnostics.acceptance_rate)) <= 0.45
+    # Without warm-up the proposal is below 0.05: the acceptance of N(0, I) steps on this
+    # posterior (MODEL's conjugate update, N(Σx / (n + 0.01), I / (n + 0.01))), computed here
+    # independently at stationarity in NumPy (10⁵ pairs, standard error < 0.001) rather than by a
+    # cold run, which compiled a chain program of its own (~1 CPU-s).
+    prec = data.shape[0] + 0.01
+    post_mean = data.sum(0) / prec
+    rng = np.random.default_rng(6)
+    x = post_mean + rng.normal(size=(100_000, DIM)) / np.sqrt(prec)
+    y = x + rng.normal(size=x.shape)
+    log_ratio = -0.5 * prec * (np.sum((y - post_mean) ** 2, 1) - np.sum((x - post_mean) ** 2, 1))
+    cold = float(np.mean(np.exp(np.minimum(log_ratio, 0.0))))
+    assert 0.0 < cold < 0.05

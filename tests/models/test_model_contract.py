@@ -112,13 +112,18 @@ def test_batch_functions_must_have_their_shapes(which, fn, shown):
         rejects((which, shown), model, with_nan(DATA), algorithm, exc=ValueError)
 
 
-def _no_derivative():
-    # Evaluates fine; reverse-mode differentiation of a while loop raises at trace time.
+def _without_derivative(fn):
+    """``fn`` inside a one-pass while loop: evaluates as ``fn`` does, but reverse-mode
+    differentiation of a while loop raises at trace time."""
     def ll(th, x):
         return jax.lax.while_loop(lambda c: c[1] < 1, lambda c: (c[0] * 1.0, c[1] + 1),
-                                  (loglik(th, x), 0))[0]
+                                  (fn(th, x), 0))[0]
 
-    return Model(ll, prior, 2, name="no-derivative")
+    return ll
+
+
+def _no_derivative():
+    return Model(_without_derivative(loglik), prior, 2, name="no-derivative")
 
 
 @pytest.mark.usefixtures("no_noise")
@@ -130,7 +135,11 @@ def test_gradient_samplers_need_a_differentiable_log_likelihood(algorithm):
 # rwmh and minibatch-penalty are slow-only: whether a model must be differentiable is decided
 # in dpmcmc.sample from its list of gradient algorithms (shared code, guarded by the
 # dp-penalty and dp-barker cases, the full-data and the minibatch penalty kernels); the slow
-# run keeps the per-sampler check that the list is complete.
+# run keeps the per-sampler check that the list is complete. The dp-penalty and dp-barker cases
+# are slow too (tests/suite_budget.py, SLOW_CASES_A): the default run's
+# test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts runs those two
+# samplers on a likelihood that cannot be differentiated (a while loop, as here), in one chain
+# program each instead of two.
 @pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow)
                                        if a in ("rwmh", "minibatch-penalty") else a
                                        for a in sorted(set(ALL) - set(GRADIENT))])
@@ -225,12 +234,14 @@ def test_check_model_reads_no_values():
 
 # ------------------------------------------------------------------- starting a run (§3)
 
-def _log_x0_model():
+def _log_x0_model(differentiable: bool = True):
     # ℓ(θ, x) has log x₀ in it: a record with x₀ ≤ 0 makes ℓ and ∇ℓ non-finite at every θ.
     def ll(th, x):
         return -0.5 * jnp.sum((x - th) ** 2) + jnp.log(x[0]) * (1.0 + 0.1 * th[0])
 
-    return Model(ll, prior, 2, name="log-x0")
+    if differentiable:
+        return Model(ll, prior, 2, name="log-x0")
+    return Model(_without_derivative(ll), prior, 2, name="log-x0-no-derivative")
 
 
 def _neighbours(bad: float):
@@ -260,7 +271,12 @@ _NON_FINITE_SLOW = ("dp-sgnht", "minibatch-penalty", "dp-hmc")
 def test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts(algorithm, bad):
     # The old code evaluated every record at θ0 and raised on D′ only: a one-bit release of
     # whether some record makes the likelihood non-finite, outside any mechanism.
-    model = _log_x0_model()
+    # A sampler that takes no gradient runs the likelihood in a while loop, which cannot be
+    # differentiated: the run also shows test_samplers_without_gradients_run_an_undifferentiable_
+    # model's property (the list of gradient algorithms is complete) for that sampler, in the
+    # same chain program. (The while loop is opaque to the per-example rewrite, which rewrites
+    # the likelihood computed in its initial value as before.)
+    model = _log_x0_model(differentiable=algorithm in GRADIENT)
     d, d2 = _neighbours(bad)
     kw = dict(iterations=8, chains=2, key=jax.random.key(3), theta0=np.array([0.5, 0.0]))
     r, r2 = sample(model, d, algorithm, **kw), sample(model, d2, algorithm, **kw)
