@@ -257,6 +257,13 @@ SLOW_CASES_A: dict[str, tuple[tuple[str, ...], str]] = {
         "a relative preconditioner from the warm-up draws) and steps through dp-sgld's "
         "tapped_stochastic_gradient and release_batch_grad; with data-blind releases the guard "
         "shows that core's chain and adaptation identical on two data sets."),
+    "tests/kernels/test_warmup.py::test_adaptation_reads_released_values_only[dp-penalty]": (
+        ("tests/kernels/test_released_statistics.py::test_same_releases_on_different_data_give_the_same_flags[dp-penalty]",
+         "tests/kernels/test_warmup.py::test_adaptation_reads_released_values_only[minibatch-penalty]"),
+        "an adaptive chain program (~1.3 CPU-s). dp-penalty's chain on data-blind releases is "
+        "identical on two data sets, flags and draws, in the first guard; its adaptation "
+        "(RANDOM_WALK, through the shared adaptive_kernel) reads released values only in the "
+        "second, on the minibatch penalty kernel."),
     **{f"{_CONTRACT}test_samplers_without_gradients_run_an_undifferentiable_model[{alg}]": (
         (f"{_CONTRACT}test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts[{alg}--1.0]",),
         "a chain program of its own (~1-2 CPU-s). The guard runs the same sampler on a "

@@ -82,7 +82,10 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
 # a sampler whose Info carried something else would break it on its own. dp-sgnht is slow-only
 # (tests/suite_budget.py, SLOW_CASES_A): it adapts what dp-sgld adapts (LANGEVIN) from the
 # same warm-up draws, and releases through dp-sgld's release_batch_grad (dp_sgnht imports
-# prepare_sgd and its releases from dp_sgld), the dp-sgld case's.
+# prepare_sgd and its releases from dp_sgld), the dp-sgld case's. dp-penalty is slow-only too:
+# its chain on data-blind releases is test_released_statistics.py's default case (through
+# dpmcmc.sample, flags and draws), and its adaptation (RANDOM_WALK) is minibatch-penalty's and
+# dp-barker's here.
 @pytest.mark.parametrize("algorithm", sorted(BUILDERS))
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
