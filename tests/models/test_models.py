@@ -40,12 +40,6 @@ def _models():
 MODELS = _models()
 
 
-def _exact(model, key, data, num_draws):
-    """``model.exact_posterior(key, data, num_draws)``, jitted: one compiled program, not one
-    per operation (these tests check the draws' law, not the eager call)."""
-    return jax.jit(lambda k, d: model.exact_posterior(k, d, num_draws))(key, data)
-
-
 # slow: guard in default: test_batch_functions_match_vmap[banana-5d-shifted-tempered] (the same
 # banana batch functions, with every parameter away from its default)
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "banana-2d" else k
@@ -180,14 +174,23 @@ def _density_difference_check(model, data, log_density, key, pairs=200, rtol=1e-
 
     ``log_density(theta, data)``: the sampler's density, evaluated with the draws and the model's
     log posterior in one compiled program (not one per operation)."""
-    @jax.jit
-    def both(k, d):
-        pts = model.exact_posterior(k, d, 2 * pairs)
-        return jax.vmap(model.log_posterior, (0, None))(pts, d), log_density(pts, d)
+    lp, lq = jax.jit(lambda k, d: _model_and_sampler_log_densities(model, d, log_density, k, pairs))(
+        key, data)
+    _check_density_differences(lp, lq, pairs, rtol)
 
-    lp, lq = both(key, data)
-    d_model = np.asarray(lp[:pairs] - lp[pairs:])
-    d_sampler = np.asarray(lq[:pairs] - lq[pairs:])
+
+def _model_and_sampler_log_densities(model, data, log_density, key, pairs):
+    """The model's log posterior and ``log_density`` at ``2 * pairs`` exact draws (traced)."""
+    pts = model.exact_posterior(key, data, 2 * pairs)
+    return jax.vmap(model.log_posterior, (0, None))(pts, data), log_density(pts, data)
+
+
+def _check_density_differences(lp, lq, pairs, rtol):
+    """log q(t1) - log q(t2) (``lq``) equals the log_posterior difference (``lp``), pair by
+    pair."""
+    lp, lq = np.asarray(lp), np.asarray(lq)
+    d_model = lp[:pairs] - lp[pairs:]
+    d_sampler = lq[:pairs] - lq[pairs:]
     scale = np.maximum(1.0, np.abs(d_model))
     assert np.max(np.abs(d_model - d_sampler) / scale) < rtol
     # The points are not all equal, so the check compares non-trivial differences.
@@ -270,15 +273,19 @@ def test_circle_log_likelihood_and_exact_posterior():
     assert data.shape == (2000, 1)
     np.testing.assert_allclose(np.asarray(data).mean(), 3.0, atol=0.1)
     np.testing.assert_allclose(model.metadata["posterior_mean"](data), [0.0, 0.0])
-    draws = np.asarray(_exact(model, jax.random.key(14), data, 20000))
+    # The 20000 draws here and the density check's in one compiled program.
+    draws, (lp, lq) = jax.jit(lambda d: (
+        model.exact_posterior(jax.random.key(14), d, 20000),
+        _model_and_sampler_log_densities(model, d, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
+                                         jax.random.key(15), 200)))(data)
+    draws = np.asarray(draws)
     rho = (draws**2).sum(1)
     loc = np.mean(np.asarray(data)[:, 0] ** 2)
     scale = 1 / np.sqrt(2 * 0.5 * 1e-3 * 2000)
     assert stats.kstest(rho, stats.truncnorm(-loc / scale, np.inf, loc, scale).cdf).pvalue > 1e-3
     assert np.linalg.norm(draws.mean(0)) < 5 * np.sqrt(loc / 20000)
     assert stats.kstest(np.arctan2(draws[:, 1], draws[:, 0]), stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > 1e-3
-    _density_difference_check(model, data, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
-                              jax.random.key(15), rtol=1e-7)
+    _check_density_differences(lp, lq, 200, rtol=1e-7)
 
 
 def test_circle_exact_density_normalised():
