@@ -257,6 +257,16 @@ SLOW_CASES_A: dict[str, tuple[tuple[str, ...], str]] = {
         "a relative preconditioner from the warm-up draws) and steps through dp-sgld's "
         "tapped_stochastic_gradient and release_batch_grad; with data-blind releases the guard "
         "shows that core's chain and adaptation identical on two data sets."),
+    "tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[1000]": (
+        ("tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[64]",),
+        "a program of every pass (~0.4 CPU-s). One padded block is the guard's last block: "
+        "blocks of 64, the last one padded, summed against one pass."),
+    "tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[None]": (
+        ("tests/kernels/test_mechanisms.py::test_blocked_passes_equal_one_pass[64]",
+         "tests/models/test_user_models.py::test_fast_path_equals_vmap[softplus]"),
+        "a program of every pass (~0.5 CPU-s). The unblocked clipped passes are the first "
+        "guard's reference; the unblocked log-likelihood sum and sum-and-gradient equal sums of "
+        "vmap in the second (and on every battery model)."),
     "tests/kernels/test_warmup.py::test_adaptation_reads_released_values_only[dp-penalty]": (
         ("tests/kernels/test_released_statistics.py::test_same_releases_on_different_data_give_the_same_flags[dp-penalty]",
          "tests/kernels/test_warmup.py::test_adaptation_reads_released_values_only[minibatch-penalty]"),
