@@ -148,11 +148,16 @@ def test_monte_carlo_sum_matches_logistic_dkw(c2_draws):
     y = np.sort(y)
     i = np.arange(1, n + 1)
 
-    def ks(cdf_vals):
-        return max(np.max(i / n - cdf_vals), np.max(cdf_vals - (i - 1) / n))
+    def ks(cdf_vals, at=slice(None)):
+        return max(np.max(i[at] / n - cdf_vals), np.max(cdf_vals - (i[at] - 1) / n))
 
-    # Against the exact law of N(0,C) + X_corr (checks the sampler) ...
-    assert ks(acceptance_probability(y, C)) <= eps
+    # Against the exact law of N(0,C) + X_corr (checks the sampler), at every 50th order
+    # statistic: the sup over those points is at most the sup over all, so the false-alarm rate
+    # stays ≤ alpha, and between two of them F_n and F_Y (the draws' law) move by about
+    # 50/n = 5e-5, all the power it gives away against eps = 2.7e-3. F_Y costs 24 normal CDFs a
+    # point (most of this test's time at all 10⁶).
+    every50 = slice(None, None, 50)
+    assert ks(acceptance_probability(y[every50], C), every50) <= eps
     # ... and against the logistic, allowing the correction's own approximation error.
     assert ks(expit(y)) <= eps + correction_error(C)["sup_cdf"]
 

@@ -182,7 +182,8 @@ def test_private_llr_sum_stays_bounded_when_loglik_is_nan():
 # ------------------------------------------------------------------ per-example passes
 
 # 203 rows: 7 gives 29 full blocks; 64 several blocks, the last one padded; 1000 one padded
-# block; None the unblocked pass. (7 is slow since stop 38: tests/suite_budget.py.)
+# block; None the unblocked pass. (7 is slow since stop 38, None and 1000 since stop 39:
+# tests/suite_budget.py, with their guards.)
 @pytest.mark.parametrize("block_size", [None, 7, 64, 1000])
 def test_blocked_passes_equal_one_pass(block_size):
     n, dim = 203, 3

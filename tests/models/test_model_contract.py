@@ -8,6 +8,8 @@ the model's error is raised, not the data's.
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,13 +114,18 @@ def test_batch_functions_must_have_their_shapes(which, fn, shown):
         rejects((which, shown), model, with_nan(DATA), algorithm, exc=ValueError)
 
 
-def _no_derivative():
-    # Evaluates fine; reverse-mode differentiation of a while loop raises at trace time.
+def _without_derivative(fn):
+    """``fn`` inside a one-pass while loop: evaluates as ``fn`` does, but reverse-mode
+    differentiation of a while loop raises at trace time."""
     def ll(th, x):
         return jax.lax.while_loop(lambda c: c[1] < 1, lambda c: (c[0] * 1.0, c[1] + 1),
-                                  (loglik(th, x), 0))[0]
+                                  (fn(th, x), 0))[0]
 
-    return Model(ll, prior, 2, name="no-derivative")
+    return ll
+
+
+def _no_derivative():
+    return Model(_without_derivative(loglik), prior, 2, name="no-derivative")
 
 
 @pytest.mark.usefixtures("no_noise")
@@ -130,7 +137,11 @@ def test_gradient_samplers_need_a_differentiable_log_likelihood(algorithm):
 # rwmh and minibatch-penalty are slow-only: whether a model must be differentiable is decided
 # in dpmcmc.sample from its list of gradient algorithms (shared code, guarded by the
 # dp-penalty and dp-barker cases, the full-data and the minibatch penalty kernels); the slow
-# run keeps the per-sampler check that the list is complete.
+# run keeps the per-sampler check that the list is complete. The dp-penalty and dp-barker cases
+# are slow too (tests/suite_budget.py, SLOW_CASES_A): the default run's
+# test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts runs those two
+# samplers on a likelihood that cannot be differentiated (a while loop, as here), in one chain
+# program each instead of two.
 @pytest.mark.parametrize("algorithm", [pytest.param(a, marks=pytest.mark.slow)
                                        if a in ("rwmh", "minibatch-penalty") else a
                                        for a in sorted(set(ALL) - set(GRADIENT))])
@@ -152,13 +163,21 @@ BUILT_IN = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _built_in_data(name: str) -> np.ndarray:
+    """N records of the built-in ``name``'s generator, drawn once for the tests below (each new
+    shape of a draw compiles the PRNG's program again: ~0.3 CPU-s)."""
+    make, _ = BUILT_IN[name]
+    return np.asarray(models.generate_data(make(), jax.random.key(0), N))
+
+
 @pytest.mark.parametrize("name", sorted(BUILT_IN))
 def test_built_in_models_declare_their_record_shape(name):
     make, shape = BUILT_IN[name]
     model = make()
     assert model.record_shape == shape
-    data = np.asarray(models.generate_data(model, jax.random.key(0), 7))
-    assert data.shape == (7, *shape)
+    data = _built_in_data(name)
+    assert data.shape == (N, *shape)
     check_model(model, data.shape, data.dtype, gradients=True)
 
 
@@ -169,7 +188,7 @@ def test_flattened_data_are_refused_not_read_as_more_records(name, algorithm):
     # (n·d,) data would be n·d "records": a guarantee per entry instead of per person.
     make, shape = BUILT_IN[name]
     model = make()
-    data = np.asarray(models.generate_data(model, jax.random.key(0), N)).reshape(-1)
+    data = _built_in_data(name).reshape(-1)
     err = rejects(("data", str(shape)), model, with_nan(data), algorithm, exc=ValueError)
     if shape != (1,):
         assert "reshape" in str(err)
@@ -225,12 +244,14 @@ def test_check_model_reads_no_values():
 
 # ------------------------------------------------------------------- starting a run (§3)
 
-def _log_x0_model():
+def _log_x0_model(differentiable: bool = True):
     # ℓ(θ, x) has log x₀ in it: a record with x₀ ≤ 0 makes ℓ and ∇ℓ non-finite at every θ.
     def ll(th, x):
         return -0.5 * jnp.sum((x - th) ** 2) + jnp.log(x[0]) * (1.0 + 0.1 * th[0])
 
-    return Model(ll, prior, 2, name="log-x0")
+    if differentiable:
+        return Model(ll, prior, 2, name="log-x0")
+    return Model(_without_derivative(ll), prior, 2, name="log-x0-no-derivative")
 
 
 def _neighbours(bad: float):
@@ -260,7 +281,12 @@ _NON_FINITE_SLOW = ("dp-sgnht", "minibatch-penalty", "dp-hmc")
 def test_a_record_non_finite_at_theta0_does_not_decide_whether_a_private_run_starts(algorithm, bad):
     # The old code evaluated every record at θ0 and raised on D′ only: a one-bit release of
     # whether some record makes the likelihood non-finite, outside any mechanism.
-    model = _log_x0_model()
+    # A sampler that takes no gradient runs the likelihood in a while loop, which cannot be
+    # differentiated: the run also shows test_samplers_without_gradients_run_an_undifferentiable_
+    # model's property (the list of gradient algorithms is complete) for that sampler, in the
+    # same chain program. (The while loop is opaque to the per-example rewrite, which rewrites
+    # the likelihood computed in its initial value as before.)
+    model = _log_x0_model(differentiable=algorithm in GRADIENT)
     d, d2 = _neighbours(bad)
     kw = dict(iterations=8, chains=2, key=jax.random.key(3), theta0=np.array([0.5, 0.0]))
     r, r2 = sample(model, d, algorithm, **kw), sample(model, d2, algorithm, **kw)

@@ -40,12 +40,6 @@ def _models():
 MODELS = _models()
 
 
-def _exact(model, key, data, num_draws):
-    """``model.exact_posterior(key, data, num_draws)``, jitted: one compiled program, not one
-    per operation (these tests check the draws' law, not the eager call)."""
-    return jax.jit(lambda k, d: model.exact_posterior(k, d, num_draws))(key, data)
-
-
 # slow: guard in default: test_batch_functions_match_vmap[banana-5d-shifted-tempered] (the same
 # banana batch functions, with every parameter away from its default)
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "banana-2d" else k
@@ -55,7 +49,11 @@ def test_batch_functions_match_vmap(name):
     k1, k2, k3 = jax.random.split(jax.random.fold_in(KEY, sorted(MODELS).index(name)), 3)
     data = generate_data(model, k1, 257)
     assert data.dtype == jnp.float64
-    thetas = model.sample_prior(k2, (5,)) * 0.5 + 0.3 * jax.random.normal(k3, (5, model.dim))
+    # Jitted: one compiled program, not one per operation (sample_prior runs eagerly in
+    # test_banana_prior_sampler_matches_log_prior's model check and in dpmcmc.sample's default
+    # start; the unjitted batch function is checked below).
+    thetas = jax.jit(lambda a, b: model.sample_prior(a, (5,)) * 0.5
+                     + 0.3 * jax.random.normal(b, (5, model.dim)))(k2, k3)
 
     @jax.jit
     def evaluate(theta):
@@ -152,26 +150,47 @@ def test_banana_exact_posterior_transforms_to_gaussian(temperature):
     prec = temperature * n / sig + 1.0 / 1000.0
     mu = temperature * n / sig * xbar / prec
     var = 1.0 / prec
-    draws = _exact(model, jax.random.key(2), data, 20000)
+    # The draws, their map back by g^{-1} and the model's posterior mean in one compiled
+    # program (not one per operation).
+    @jax.jit
+    def exact(k, d):
+        x = model.exact_posterior(k, d, 20000)
+        return x, banana_inverse(x, a, b, m), model.metadata["posterior_mean"](d)
+
+    draws, z, pm = exact(jax.random.key(2), data)
     assert draws.shape == (20000, 4) and draws.dtype == jnp.float64
-    z = np.asarray(banana_inverse(draws, a, b, m))
+    z, pm = np.asarray(z), np.asarray(pm)
     for i in range(4):
         assert stats.kstest(z[:, i], stats.norm(mu[i], np.sqrt(var[i])).cdf).pvalue > 1e-3
     assert np.all(np.abs(z.mean(0) - mu) < 5 * np.sqrt(var / 20000))
     np.testing.assert_allclose(z.var(0), var, rtol=0.05)
     # The exact posterior mean E[theta_2] = mu_2 - a (var_1 + (mu_1 - m)^2) - b.
-    pm = np.asarray(model.metadata["posterior_mean"](data))
     np.testing.assert_allclose(pm[1], mu[1] - a * (var[0] + (mu[0] - m) ** 2) - b, rtol=1e-10)
     assert np.all(np.abs(np.asarray(draws).mean(0) - pm) < 6 * np.asarray(draws).std(0) / np.sqrt(20000))
 
 
 def _density_difference_check(model, data, log_density, key, pairs=200, rtol=1e-7):
-    """log q(t1) - log q(t2) of the sampler equals the model's log_posterior difference."""
-    pts = _exact(model, key, data, 2 * pairs)
-    lp = jax.jit(jax.vmap(model.log_posterior, (0, None)))(pts, data)
-    lq = jax.jit(log_density)(pts)
-    d_model = np.asarray(lp[:pairs] - lp[pairs:])
-    d_sampler = np.asarray(lq[:pairs] - lq[pairs:])
+    """log q(t1) - log q(t2) of the sampler equals the model's log_posterior difference.
+
+    ``log_density(theta, data)``: the sampler's density, evaluated with the draws and the model's
+    log posterior in one compiled program (not one per operation)."""
+    lp, lq = jax.jit(lambda k, d: _model_and_sampler_log_densities(model, d, log_density, k, pairs))(
+        key, data)
+    _check_density_differences(lp, lq, pairs, rtol)
+
+
+def _model_and_sampler_log_densities(model, data, log_density, key, pairs):
+    """The model's log posterior and ``log_density`` at ``2 * pairs`` exact draws (traced)."""
+    pts = model.exact_posterior(key, data, 2 * pairs)
+    return jax.vmap(model.log_posterior, (0, None))(pts, data), log_density(pts, data)
+
+
+def _check_density_differences(lp, lq, pairs, rtol):
+    """log q(t1) - log q(t2) (``lq``) equals the log_posterior difference (``lp``), pair by
+    pair."""
+    lp, lq = np.asarray(lp), np.asarray(lq)
+    d_model = lp[:pairs] - lp[pairs:]
+    d_sampler = lq[:pairs] - lq[pairs:]
     scale = np.maximum(1.0, np.abs(d_model))
     assert np.max(np.abs(d_model - d_sampler) / scale) < rtol
     # The points are not all equal, so the check compares non-trivial differences.
@@ -183,9 +202,9 @@ def test_tempered_banana_density_matches_log_posterior():
     sig = np.array([2.0, 0.5, 1.5])
     model = banana(3, a=a, b=b, m=m, sigma_sq=sig, sigma0_sq=10.0, temperature=0.02)
     data = generate_data(model, jax.random.key(5), 3000)
-    mu, var = model.metadata["posterior_params"](data)
 
-    def log_q(theta):
+    def log_q(theta, data):
+        mu, var = model.metadata["posterior_params"](data)
         z = banana_inverse(theta, a, b, m)  # unit Jacobian
         return jnp.sum(jax.scipy.stats.norm.logpdf(z, mu, jnp.sqrt(var)), axis=-1)
 
@@ -196,9 +215,8 @@ def test_tempered_gaussian_density_matches_log_posterior():
     cov = random_covariance(jax.random.key(7), 3)
     model = gaussian(cov, prior_mean=(1.0, -1.0, 0.5), prior_cov=np.diag([2.0, 3.0, 4.0]), temperature=0.1)
     data = generate_data(model, jax.random.key(8), 400)
-    mean = model.metadata["posterior_mean"](data)
-    pcov = model.metadata["posterior_cov"](data)
-    log_q = lambda t: jax.scipy.stats.multivariate_normal.logpdf(t, mean, pcov)
+    log_q = lambda t, d: jax.scipy.stats.multivariate_normal.logpdf(  # noqa: E731
+        t, model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d))
     _density_difference_check(model, data, log_q, jax.random.key(9), rtol=1e-6)
 
 
@@ -213,9 +231,13 @@ def test_gaussian_posterior_closed_form_and_moments():
     n = 200
     post_cov = np.linalg.inv(np.linalg.inv(pc) + t * n * np.linalg.inv(cov))
     post_mean = post_cov @ (np.linalg.inv(pc) @ mu0 + t * n * np.linalg.inv(cov) @ np.asarray(data).mean(0))
-    np.testing.assert_allclose(model.metadata["posterior_mean"](data), post_mean, rtol=1e-10)
-    np.testing.assert_allclose(model.metadata["posterior_cov"](data), post_cov, rtol=1e-10)
-    draws = np.asarray(_exact(model, jax.random.key(11), data, 40000))
+    # The model's posterior mean and covariance and its exact draws in one compiled program.
+    mean, pcov, draws = jax.jit(lambda k, d: (
+        model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
+        model.exact_posterior(k, d, 40000)))(jax.random.key(11), data)
+    np.testing.assert_allclose(mean, post_mean, rtol=1e-10)
+    np.testing.assert_allclose(pcov, post_cov, rtol=1e-10)
+    draws = np.asarray(draws)
     se = np.sqrt(np.diag(post_cov) / 40000)
     assert np.all(np.abs(draws.mean(0) - post_mean) < 5 * se)
     np.testing.assert_allclose(np.cov(draws.T), post_cov, rtol=0.04, atol=0.04 * post_cov.max())
@@ -251,15 +273,19 @@ def test_circle_log_likelihood_and_exact_posterior():
     assert data.shape == (2000, 1)
     np.testing.assert_allclose(np.asarray(data).mean(), 3.0, atol=0.1)
     np.testing.assert_allclose(model.metadata["posterior_mean"](data), [0.0, 0.0])
-    draws = np.asarray(_exact(model, jax.random.key(14), data, 20000))
+    # The 20000 draws here and the density check's in one compiled program.
+    draws, (lp, lq) = jax.jit(lambda d: (
+        model.exact_posterior(jax.random.key(14), d, 20000),
+        _model_and_sampler_log_densities(model, d, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
+                                         jax.random.key(15), 200)))(data)
+    draws = np.asarray(draws)
     rho = (draws**2).sum(1)
     loc = np.mean(np.asarray(data)[:, 0] ** 2)
     scale = 1 / np.sqrt(2 * 0.5 * 1e-3 * 2000)
     assert stats.kstest(rho, stats.truncnorm(-loc / scale, np.inf, loc, scale).cdf).pvalue > 1e-3
     assert np.linalg.norm(draws.mean(0)) < 5 * np.sqrt(loc / 20000)
     assert stats.kstest(np.arctan2(draws[:, 1], draws[:, 0]), stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > 1e-3
-    _density_difference_check(model, data, lambda t: circle_log_density(t, data, 1e-3, 0.5),
-                              jax.random.key(15), rtol=1e-7)
+    _check_density_differences(lp, lq, 200, rtol=1e-7)
 
 
 def test_circle_exact_density_normalised():
