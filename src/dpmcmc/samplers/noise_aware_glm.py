@@ -154,7 +154,7 @@ from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
 __all__ = ["FAMILIES", "NEWTON_FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan",
            "release_plan", "fit", "hessian_floor", "noise_aware_draws", "curvature_shrinkage",
-           "kappa", "public_point", "MAX_STEP"]
+           "kappa", "public_point", "check_count_cap", "MAX_STEP"]
 
 FAMILIES = ("logistic", "linear", "poisson")
 #: The families fitted by Newton rounds at moving public points: their score is nonlinear in θ,
@@ -383,7 +383,7 @@ def _bounds(family: str, d: int, count_cap=None) -> tuple[float, float]:
     return r * math.sqrt(d), w * d
 
 
-def _check_count_cap(family: str, count_cap):
+def check_count_cap(family: str, count_cap):
     """The Poisson family's declared cap: a positive integer (public); no other family has one."""
     if family != "poisson":
         if count_cap is not None:
@@ -465,7 +465,7 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
-    count_cap = _check_count_cap(family, count_cap)
+    count_cap = check_count_cap(family, count_cap)
     if steps is None:
         steps = DEFAULT_STEPS if family in NEWTON_FAMILIES else 1
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
@@ -1054,7 +1054,7 @@ def _prepare(params: dict, model, n) -> dict:
     # Linear: the residual sd is declared (noise_sd, public) or inferred from a release of Σy²
     # (None); the logistic and Poisson families have none. Poisson: the declared cap, checked
     # (and required) before anything else is.
-    out["count_cap"] = _check_count_cap(out["family"], out["count_cap"])
+    out["count_cap"] = check_count_cap(out["family"], out["count_cap"])
     if out["noise_sd"] is not None:
         out["noise_sd"] = check_positive("noise_sd", out["noise_sd"])
     if "sum_of_squares_share" not in params and (out["family"] != "linear"
@@ -1113,7 +1113,7 @@ def _validate_split(n: int, params: dict) -> dict:
     if params.get("noise_sd") is not None:
         out["noise_sd"] = check_positive("noise_sd", params["noise_sd"])
     if "count_cap" in params:
-        out["count_cap"] = _check_count_cap(params["family"], params["count_cap"])
+        out["count_cap"] = check_count_cap(params["family"], params["count_cap"])
     plan_releases(n, out)  # the other checks of release_plan, naming the argument
     return out
 

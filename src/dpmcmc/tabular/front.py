@@ -102,7 +102,9 @@ def _build_model(model: str, dim: int, names: tuple, prior_sd: float, noise_sd_s
             eta = jnp.dot(x[:-1], theta)
             return x[-1] * eta - jnp.exp(eta) - jax.scipy.special.gammaln(x[-1] + 1.0)
 
-        meta = {"family": "poisson_regression", "count_cap": int(count_cap)}
+        from ..samplers.noise_aware_glm import check_count_cap
+
+        meta = {"family": "poisson_regression", "count_cap": check_count_cap("poisson", count_cap)}
     else:
         s = float(noise_sd_scaled)
         const = -math.log(s) - 0.5 * math.log(2 * math.pi)
