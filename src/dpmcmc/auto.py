@@ -95,9 +95,9 @@ def expected_clip(dim: int) -> float:
     """The whitened clip C the start is expected to end with: ``CLIP_FACTOR`` times the
     ``QUANTILE``-quantile of ‖u‖ for unit-covariance Gaussian gradients (χ_d), rounded up to
     the histogram's bin edge (half a bin, e^0.1, on average)."""
-    from .samplers.private_newton import CLIP_FACTOR, DEFAULT_QUANTILE, _chi2_ppf
+    from .samplers.private_newton import CLIP_FACTOR, DEFAULT_QUANTILE, chi2_ppf
 
-    return CLIP_FACTOR * 1.105 * math.sqrt(_chi2_ppf(DEFAULT_QUANTILE, dim))
+    return CLIP_FACTOR * 1.105 * math.sqrt(chi2_ppf(DEFAULT_QUANTILE, dim))
 
 
 def min_time(dim: int) -> float:

@@ -134,6 +134,25 @@ def test_gradient_samplers_need_a_differentiable_log_likelihood(algorithm):
     rejects("log_likelihood", _no_derivative(), with_nan(DATA), algorithm, exc=ValueError)
 
 
+def test_a_passed_check_is_remembered_only_for_what_it_checked():
+    """check_model remembers a pass (it traces nothing the second time) but only for the same
+    model, shapes, dtypes and gradient route: the undifferentiable model that passes without
+    gradients is still refused when a gradient is asked for, and on another record width."""
+    model = _no_derivative()
+    check_model(model, (5, 2), jnp.float64)
+    traced = []
+    spy = Model(lambda th, x: traced.append(1) or model.log_likelihood(th, x), prior, 2)
+    check_model(spy, (5, 2), jnp.float64)
+    assert traced, "the spy model traces its log-likelihood on its first check"
+    traced.clear()
+    check_model(spy, (5, 2), jnp.float64)
+    assert not traced, "a passed check is traced again"
+    with pytest.raises(ValueError, match="log_likelihood"):
+        check_model(model, (5, 2), jnp.float64, gradients=True)
+    with pytest.raises(ValueError, match="data"):
+        check_model(model, (5, 3), jnp.float64)
+
+
 # rwmh and minibatch-penalty are slow-only: whether a model must be differentiable is decided
 # in dpmcmc.sample from its list of gradient algorithms (shared code, guarded by the
 # dp-penalty and dp-barker cases, the full-data and the minibatch penalty kernels); the slow

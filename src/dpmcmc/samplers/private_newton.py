@@ -86,7 +86,7 @@ from dpmcmc.records.passes import whitened_grad_histogram, whitened_grad_moments
 
 __all__ = ["NewtonPlan", "NewtonFit", "newton_plan", "private_newton", "start_draws",
            "eigen_floor", "DEFAULT_ROUNDS", "DEFAULT_QUANTILE", "FINAL_SHARE", "ROUND_RELEASES",
-           "MAX_PRIOR_STEP"]
+           "MAX_PRIOR_STEP", "chi2_ppf"]
 
 #: Newton rounds at most by default (fewer where n·μ is small: :func:`newton_plan`).
 DEFAULT_ROUNDS = 6
@@ -288,7 +288,7 @@ def _inv_sqrt(m):
     return (vecs / jnp.sqrt(vals)) @ vecs.T
 
 
-def _chi2_ppf(q: float, dim: int) -> float:
+def chi2_ppf(q: float, dim: int) -> float:
     """``scipy.stats.chi2.ppf(q, dim)``, through its own kernel (same values) so that the
     private start does not import scipy.stats (~1.5 CPU-s per process)."""
     from scipy.special import gammaincinv
@@ -327,7 +327,7 @@ def _releases_at(model, prepared, n: int, quantile: float, key, theta, whiten, c
     # Round 0's unit is the declared bound (expected quantile: the bound itself); later units
     # are √d, the norm of a unit-covariance whitened gradient, whose quantile is χ_d's.
     dim = theta.shape[0]
-    expected = jnp.where(unit == 1.0, 1.0, math.sqrt(float(_chi2_ppf(quantile, dim))))
+    expected = jnp.where(unit == 1.0, 1.0, math.sqrt(float(chi2_ppf(quantile, dim))))
     clip = CLIP_FACTOR * jnp.where(used, _quantile_clip(noisy, edges, n, quantile, count_sd,
                                                         expected), expected)
     total, outer, _ = whitened_grad_moments(model, prepared, theta, whiten, center, clip)
