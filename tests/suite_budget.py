@@ -305,3 +305,13 @@ SLOW_CASES_A: dict[str, tuple[tuple[str, ...], str]] = {
 }
 SLOW_CASES.update(SLOW_CASES_A)
 SLOW_CASES.update(SLOW_CASES_B)
+
+#: Part A, stop 40: the samplers, kernels, records, diagnostics and experiments tests.
+SLOW_CASES_A2: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/samplers/test_samplers_nan.py::test_nan_prior_is_a_rejection[rwmh-params0]": (
+        ("tests/samplers/test_samplers_nan.py::test_nan_likelihood_is_a_rejection_nonprivate[rwmh-params0]",),
+        "a chain program of its own (~0.6 CPU-s). The guard's rwmh chain runs on NAN_BOTH, "
+        "whose prior is NAN_PRIOR's (NaN beyond θ1 > 0.2, a small step from its start): it "
+        "never crosses that wall either, and flags divergences."),
+}
+SLOW_CASES.update(SLOW_CASES_A2)

@@ -64,8 +64,12 @@ def test_batch_indices_are_uniform_over_subsets(n, b, refill, monkeypatch):
     keys = jax.random.split(jax.random.key(5), draws)
     idx = np.sort(np.asarray(jax.jit(jax.vmap(lambda k: sample_batch_indices(k, n, b)))(keys)), axis=1)
     assert np.all(np.diff(idx, axis=1) > 0) and idx.min() >= 0 and idx.max() < n
-    subsets = {s: i for i, s in enumerate(itertools.combinations(range(n), b))}
-    counts = np.bincount([subsets[tuple(row)] for row in idx], minlength=len(subsets))
+    # Each sorted row's subset, by its base-n code, most significant digit first: the codes of
+    # the subsets in lexicographic order increase (NumPy, not a Python loop over the draws).
+    codes = np.array(list(itertools.combinations(range(n), b))) @ n ** np.arange(b)[::-1]
+    where = np.searchsorted(codes, idx @ n ** np.arange(b)[::-1])
+    assert np.all(codes[where] == idx @ n ** np.arange(b)[::-1])
+    counts = np.bincount(where, minlength=len(codes))
     assert stats.chisquare(counts).pvalue > 1e-3
 
 

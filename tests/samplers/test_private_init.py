@@ -149,10 +149,28 @@ def test_default_start_is_private_exactly_where_it_applies():
                         progress=False, force=True, **pen)
     assert res.plan.start.startswith("private")
     assert any(x["name"].startswith("private initialisation") for x in res.privacy.mechanisms)
+    # Secure mode plans the same private start and charges the same (the run: the slow test
+    # below; dpmcmc.sample runs what dpmcmc.plan says in secure mode too:
+    # tests/test_plan.py::test_plan_and_sample_share_one_planner_in_every_mode[True]).
+    sec = dpmcmc.plan(m, N, "dp-penalty", epsilon=4.0, delta=1e-6, secure=True, force=True, **pen)
+    assert sec.start.startswith("private") and sec.secure
+    assert sec.report == res.privacy
+
+
+# slow (a secure chain program of its own, ChaCha20 noise, ~1 CPU-s): guard in default:
+# test_default_start_is_private_exactly_where_it_applies (the same start planned in secure
+# mode, and its charge) and tests/test_plan.py::test_plan_and_sample_share_one_planner_in_every_mode
+# (the run's plan is dpmcmc.plan's in secure mode, a private start included).
+@pytest.mark.slow
+def test_secure_run_starts_privately_as_planned():
+    m = _model()
+    pen = {k: RUN[k] for k in ("tau", "clip", "proposal_std")}
+    kw = dict(epsilon=4.0, delta=1e-6, progress=False, force=True, **pen)
+    res = dpmcmc.sample(m, DATA, "dp-penalty", key=jax.random.key(0), **kw)
     # Secure mode starts privately too (the start's noise from the run's secret), as planned.
-    sec = dpmcmc.sample(m, DATA, "dp-penalty", epsilon=4.0, delta=1e-6, key=jax.random.key(0),
-                        progress=False, secure=True, force=True, **pen)
+    sec = dpmcmc.sample(m, DATA, "dp-penalty", key=jax.random.key(0), secure=True, **kw)
     assert sec.plan.start.startswith("private") and sec.secure
-    assert sec.plan.to_dict() == dpmcmc.plan(m, N, "dp-penalty", epsilon=4.0, delta=1e-6,
-                                             secure=True, force=True, **pen).to_dict()
+    assert sec.plan.to_dict() == dpmcmc.plan(m, N, "dp-penalty", secure=True,
+                                             **{k: v for k, v in kw.items() if k != "progress"}
+                                             ).to_dict()
     assert sec.privacy == res.privacy
