@@ -95,6 +95,12 @@ def test_design_clips_covariates_keeps_every_row_and_scales_by_declared_bounds()
     assert np.all(np.abs(des.data[:, 1:4]) <= 1.0)
     np.testing.assert_array_equal(des.data[:, 3], np.where(df.student == "Yes", 1.0, -1.0))
     np.testing.assert_array_equal(des.data[:, 4], (df.default == "Yes").astype(float))
+    # A linear target is scaled like a covariate by its declared bounds (income in [0, 100]:
+    # mid 50, half-width 50), clipped into them, and its mid and half-width kept for the way back.
+    lin = design(df, "linear", "income", ["age", "student"], BOUNDS)
+    assert (lin.target_mid, lin.target_half) == (50.0, 50.0)
+    assert lin.data[0, -1] == 1.0 and lin.data[1, -1] == -1.0
+    np.testing.assert_array_equal(lin.data[2:, -1], (df.income[2:].to_numpy() - 50) / 50)
 
 
 def test_private_run_uses_every_row_despite_out_of_range_covariates():
