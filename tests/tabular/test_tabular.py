@@ -510,8 +510,12 @@ def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     scale."""
     from dpmcmc import tabular
 
+    # A start given (the default private start, its own mechanism and program, is
+    # test_sampler_path_starts_privately_by_default_with_epsilon's and tests/samplers/
+    # test_private_init.py's): the run compiles its warm-up and chain programs only.
     with pytest.warns(dpmcmc.PlanWarning, match="ε = 30 is above 10"):  # a large ε, said so
-        res = dpmcmc.glm(_table(300), "logistic", **_SAMPLER_PATH)
+        res = dpmcmc.glm(_table(300), "logistic", theta0=np.zeros(4), **_SAMPLER_PATH)
+    assert not any(m["name"].startswith("private initialisation") for m in res.privacy.mechanisms)
     expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
                                       chains=2)
     assert res.plan.params["tau"] == pytest.approx(expect["tau"])
