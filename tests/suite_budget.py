@@ -315,3 +315,19 @@ SLOW_CASES_A2: dict[str, tuple[tuple[str, ...], str]] = {
         "never crosses that wall either, and flags divergences."),
 }
 SLOW_CASES.update(SLOW_CASES_A2)
+
+# Stop 40's cut, part B (the top-level test files, tests/tabular and tests/audit).
+SLOW_CASES_B2: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/tabular/test_tabular.py::test_linear_regression_recovers_coefficients_on_the_original_scale": (
+        ("tests/tabular/test_tabular.py::test_back_transformation_exact_on_known_example",
+         "tests/tabular/test_tabular.py::test_back_transformation_preserves_the_linear_predictor",
+         "tests/tabular/test_tabular.py::test_design_clips_covariates_keeps_every_row_and_scales_by_declared_bounds",
+         "tests/tabular/test_tabular.py::test_private_run_uses_every_row_despite_out_of_range_covariates"),
+        "a non-private HMC program of its own (~2 CPU-s, 90 % compilation). What it checks on "
+        "the table path is the scaling: covariates and a linear target into [-1, 1] by the "
+        "declared bounds (third guard) and the draws back to the original scale, intercept and "
+        "the target's mid and half-width included, exactly (first guard; the second keeps the "
+        "linear predictor on random boxes); the table path's run end to end, named coefficients "
+        "out, is the fourth's."),
+}
+SLOW_CASES.update(SLOW_CASES_B2)

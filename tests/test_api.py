@@ -121,7 +121,7 @@ def test_result_parts_and_report():
                                    **init)
     assert more.epsilon > 30.0
     assert res.secure is False
-    assert res.param_names is None  # an unnamed model (see test_model_param_names_reach_...)
+    assert res.param_names is None  # an unnamed model (named: tests/test_plan.py::test_plan_does_not_depend_on_the_data)
     assert "NOT PRIVATE" in repr(res.diagnostics)
     idata = res.to_inference_data()
     # The released accept/divergence flags are published (post-processing); nothing else.
@@ -131,14 +131,6 @@ def test_result_parts_and_report():
     assert "clip_fraction" not in str(idata.posterior.attrs) + str(idata.sample_stats.attrs)
 
 
-def test_model_param_names_reach_the_result_and_inference_data():
-    """Model(param_names=...) names the posterior variables of dpmcmc.sample's result."""
-    base = gaussian_model()
-    named = Model(log_likelihood=base.log_likelihood, log_prior=base.log_prior, dim=base.dim,
-                  param_names=tuple(f"beta_{i}" for i in range(base.dim)))
-    res = dpmcmc.sample(named, gaussian_data(), "rwmh", iterations=3, chains=1,
-                        key=jax.random.key(0), progress=False, **valid_params("rwmh"))
-    assert res.param_names == named.param_names
-    assert sorted(res.to_inference_data().posterior.data_vars) == sorted(named.param_names)
-    # A run of the unnamed model has param_names None: test_result_parts_and_report (its run of
-    # gaussian_model() is that check, without compiling a second rwmh program here).
+# Model(param_names=...) naming the posterior variables of dpmcmc.sample's result is checked in
+# tests/test_plan.py::test_plan_does_not_depend_on_the_data, on a chain program that test file
+# compiles anyway (here a named model's run compiled one of its own).

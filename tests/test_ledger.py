@@ -23,7 +23,9 @@ def _model():
                         log_prior=lambda t: -0.5 * jnp.sum(t ** 2) / 100.0, dim=1, name="normal-mean")
 
 
-RUN = dict(iterations=30, delta=1e-6, chains=2, progress=False, tau=1.0, clip=1.0, proposal_std=0.05)  # ε ≈ 2.5
+# 32 iterations: the compiled chunk length of a run without a progress bar (runtime.driver.chunk_length),
+# so a run checkpointed every 32 iterations runs the same chain program.
+RUN = dict(iterations=32, delta=1e-6, chains=2, progress=False, tau=1.0, clip=1.0, proposal_std=0.05)  # ε ≈ 2.6
 DATA = np.random.default_rng(0).normal(size=(200, 1))
 
 
@@ -110,7 +112,10 @@ def test_two_processes_cannot_both_take_the_last_of_the_budget(tmp_path):
 def test_a_resumed_checkpoint_is_not_charged_twice(tmp_path):
     path = tmp_path / "l.json"
     led = Ledger(path, 10.0, 1e-5)
-    kw = dict(RUN, key=jax.random.key(0), checkpoint=tmp_path / "run.ckpt", ledger=led)
+    # A key of the kind OS entropy gives ("rbg") and one chunk of RUN's 32 iterations: the chain
+    # program of test_runs_compose_and_an_overspending_run_is_refused_before_any_noise.
+    kw = dict(RUN, key=jax.random.key(0, impl="rbg"), checkpoint=tmp_path / "run.ckpt",
+              checkpoint_every=RUN["iterations"], ledger=led)
     a = dpmcmc.sample(_model(), DATA, "dp-penalty", **kw)
     b = dpmcmc.sample(_model(), DATA, "dp-penalty", **kw)  # finished checkpoint: returned again
     np.testing.assert_array_equal(a.samples, b.samples)

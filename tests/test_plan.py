@@ -20,9 +20,11 @@ README_HMC = dict(tau_l=0.1, tau_g=0.55, clip=1.0, grad_clip=1.0, step_size=0.01
 
 def _flat_model(dim=1):
     # Log-likelihood ratios are exactly 0 and the prior is flat: the penalty test then accepts
-    # with probability 2Φ(−σ/2) for a move whose released ratio has noise sd σ.
+    # with probability 2Φ(−σ/2) for a move whose released ratio has noise sd σ. Named
+    # parameters: test_plan_does_not_depend_on_the_data reads them from its result.
     return dpmcmc.Model(log_likelihood=lambda theta, x: 0.0 * jnp.sum(theta) * x[0],
-                        log_prior=lambda theta: 0.0 * jnp.sum(theta), dim=dim, name="flat")
+                        log_prior=lambda theta: 0.0 * jnp.sum(theta), dim=dim, name="flat",
+                        param_names=tuple(f"theta_{i}" for i in range(dim)))
 
 
 def test_readme_example_at_small_budget_warns_in_plain_words():
@@ -128,12 +130,24 @@ def test_a_run_length_the_user_fixed_is_not_warned_about():
 
 
 def test_plan_does_not_depend_on_the_data():
+    # The model, sizes, parameters and key kind of test_penalty_noise_figure_is_the_mechanism_s's
+    # run, and a run length in its compiled chunk's bucket (runtime.driver.chunk_length): both
+    # runs are that chain program, the data its argument.
     model = _flat_model(1)
-    kw = dict(iterations=20, delta=1e-6, chains=2, progress=False, tau=0.1, clip=1.0, proposal_std=0.1)
-    a = dpmcmc.sample(model, np.zeros((50, 1)), "dp-penalty", **kw)
-    b = dpmcmc.sample(model, np.random.default_rng(1).normal(size=(50, 1)) * 100, "dp-penalty", **kw)
-    assert a.plan.to_dict() == b.plan.to_dict()
-    assert a.plan.ok and a.plan.notes  # 20 iterations: advice, not a warning
+    kw = dict(iterations=1900, delta=1e-6, chains=4, progress=False, tau=0.5, clip=1.0,
+              proposal_std=0.3, key=jax.random.key(4))
+    a = dpmcmc.sample(model, np.zeros((100, 1)), "dp-penalty", **kw)
+    b = dpmcmc.sample(model, np.random.default_rng(1).normal(size=(100, 1)) * 100, "dp-penalty", **kw)
+    assert a.plan.to_dict() == b.plan.to_dict() and a.plan.ok
+    # A short run gets advice, not a warning (the plan sample makes is dpmcmc.plan's:
+    # test_plan_and_sample_share_one_planner_in_every_mode).
+    short = dpmcmc.plan(model, 100, "dp-penalty", iterations=20, delta=1e-6, chains=4, tau=0.5,
+                        clip=1.0, proposal_std=0.3)
+    assert short.ok and short.notes and not short.warnings
+    # Model(param_names=...) names the posterior variables of dpmcmc.sample's result (an unnamed
+    # model's result has none: tests/test_api.py::test_result_parts_and_report).
+    assert a.param_names == model.param_names == ("theta_0",)
+    assert sorted(a.to_inference_data().posterior.data_vars) == ["theta_0"]
 
 
 @pytest.mark.parametrize("kwargs, exc, name", [

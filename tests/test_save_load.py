@@ -106,10 +106,15 @@ def check_error(path, fragment=""):
     assert fragment in str(info.value)
 
 
+@pytest.fixture(scope="module")
+def saved_bytes(tmp_path_factory):
+    """The bytes of one saved result, written once for the truncation cases."""
+    return open(make_result().save(tmp_path_factory.mktemp("saved") / "run.nc"), "rb").read()
+
+
 @pytest.mark.parametrize("keep", [0.0, 0.1, 0.5, 0.9])
-def test_truncated_file(tmp_path, keep):
-    path = make_result().save(tmp_path / "run.nc")
-    raw = open(path, "rb").read()
+def test_truncated_file(tmp_path, keep, saved_bytes):
+    path, raw = tmp_path / "run.nc", saved_bytes
     with open(path, "wb") as f:
         f.write(raw[: int(len(raw) * keep)])
     check_error(path)

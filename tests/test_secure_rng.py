@@ -330,20 +330,21 @@ def test_argument_errors():
 
 
 def test_uniform_construction_is_exact():
+    # The sizes of test_normal_construction_is_inversion_on_open_grid's draws: its bits program.
     k = secure_key(11)
-    w = np.asarray(secure_bits(k, (2000,)), dtype=np.uint64)
-    u64 = np.asarray(secure_uniform(k, (1000,), jnp.float64))
+    w = np.asarray(secure_bits(k, (4000,)), dtype=np.uint64)
+    u64 = np.asarray(secure_uniform(k, (2000,), jnp.float64))
     want64 = ((w[0::2] >> 5) * 2**26 + (w[1::2] >> 6)).astype(np.float64) / 2.0**53
     np.testing.assert_array_equal(u64, want64)
-    u32 = np.asarray(secure_uniform(k, (2000,), jnp.float32))
+    u32 = np.asarray(secure_uniform(k, (4000,), jnp.float32))
     np.testing.assert_array_equal(u32, ((w >> 8).astype(np.float64) / 2.0**24).astype(np.float32))
 
 
 def test_uniform_uses_all_mantissa_bits():
     # The lowest grid bit is a fair coin: catches constructions that drop or zero low bits.
-    # False-alarm rate 6e-5 per check (|z| > 4).
+    # False-alarm rate 6e-5 per check (|z| > 4). N_STAT draws: test_uniform_ks's programs.
     k64, k32 = secure_split(secure_key(12), 2)
-    n = 40000
+    n = N_STAT
     for key, dt, p in [(k64, jnp.float64, 53), (k32, jnp.float32, 24)]:
         u = np.asarray(secure_uniform(key, (n,), dt), dtype=np.float64)
         scaled = u * 2.0**p

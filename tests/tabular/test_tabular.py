@@ -95,6 +95,12 @@ def test_design_clips_covariates_keeps_every_row_and_scales_by_declared_bounds()
     assert np.all(np.abs(des.data[:, 1:4]) <= 1.0)
     np.testing.assert_array_equal(des.data[:, 3], np.where(df.student == "Yes", 1.0, -1.0))
     np.testing.assert_array_equal(des.data[:, 4], (df.default == "Yes").astype(float))
+    # A linear target is scaled like a covariate by its declared bounds (income in [0, 100]:
+    # mid 50, half-width 50), clipped into them, and its mid and half-width kept for the way back.
+    lin = design(df, "linear", "income", ["age", "student"], BOUNDS)
+    assert (lin.target_mid, lin.target_half) == (50.0, 50.0)
+    assert lin.data[0, -1] == 1.0 and lin.data[1, -1] == -1.0
+    np.testing.assert_array_equal(lin.data[2:, -1], (df.income[2:].to_numpy() - 50) / 50)
 
 
 def test_private_run_uses_every_row_despite_out_of_range_covariates():
@@ -504,8 +510,12 @@ def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     scale."""
     from dpmcmc import tabular
 
+    # A start given (the default private start, its own mechanism and program, is
+    # test_sampler_path_starts_privately_by_default_with_epsilon's and tests/samplers/
+    # test_private_init.py's): the run compiles its warm-up and chain programs only.
     with pytest.warns(dpmcmc.PlanWarning, match="ε = 30 is above 10"):  # a large ε, said so
-        res = dpmcmc.glm(_table(300), "logistic", **_SAMPLER_PATH)
+        res = dpmcmc.glm(_table(300), "logistic", theta0=np.zeros(4), **_SAMPLER_PATH)
+    assert not any(m["name"].startswith("private initialisation") for m in res.privacy.mechanisms)
     expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
                                       chains=2)
     assert res.plan.params["tau"] == pytest.approx(expect["tau"])
