@@ -49,13 +49,6 @@ def test_batch_functions_match_vmap(name):
     k1, k2, k3 = jax.random.split(jax.random.fold_in(KEY, sorted(MODELS).index(name)), 3)
     data = generate_data(model, k1, 257)
     assert data.dtype == jnp.float64
-    # Jitted: one compiled program, not one per operation (sample_prior runs eagerly in
-    # test_banana_prior_sampler_matches_log_prior's model check and in dpmcmc.sample's default
-    # start; the unjitted batch function is checked below).
-    thetas = jax.jit(lambda a, b: model.sample_prior(a, (5,)) * 0.5
-                     + 0.3 * jax.random.normal(b, (5, model.dim)))(k2, k3)
-
-    @jax.jit
     def evaluate(theta):
         return (
             jax.vmap(model.log_likelihood, (None, 0))(theta, data),
@@ -67,7 +60,15 @@ def test_batch_functions_match_vmap(name):
             model.log_prior(theta),
         )
 
-    ll_ref, g_ref, ll, g, ll_view, g_view, lp = jax.vmap(evaluate)(thetas)
+    # The θ (draws of the prior, perturbed) and every function at them in one compiled program,
+    # not one per operation (sample_prior runs eagerly in dpmcmc.sample's default start; the
+    # unjitted batch function is checked below).
+    @jax.jit
+    def thetas_and_values(a, b):
+        thetas = model.sample_prior(a, (5,)) * 0.5 + 0.3 * jax.random.normal(b, (5, model.dim))
+        return thetas, jax.vmap(evaluate)(thetas)
+
+    thetas, (ll_ref, g_ref, ll, g, ll_view, g_view, lp) = thetas_and_values(k2, k3)
     assert ll.shape == (5, 257) and g.shape == (5, 257, model.dim)
     assert ll.dtype == jnp.float64 and g.dtype == jnp.float64
     np.testing.assert_allclose(ll, ll_ref, rtol=1e-12, atol=1e-10)
