@@ -336,5 +336,11 @@ SLOW_CASES_C2: dict[str, tuple[tuple[str, ...], str]] = {
         (f"{_ACC}test_accounting_pld.py::test_halving_grid_changes_little_and_stays_below[1.0-0.01-2000-2.0-substitute-legacy]",),
         "two compositions on fine grids (~0.25 CPU-s). The guard halves the grid of the same "
         "pair at a nearby sigma, q and eps, with twice the releases."),
+    **{f"{_ACC}test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[minibatch-penalty-params{i}-{acc}]": (
+        (f"{_ACC}test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgld-params{i - 4}-{acc}]",
+         f"{_ACC}test_adaptive_composition.py::test_minibatch_penalty_is_charged_dp_sgld_s_release[{acc}]"),
+        "an order-switching attack of 200 compositions (~0.4 CPU-s). minibatch-penalty at tau = 1 "
+        "is charged dp-sgld's release at noise multiplier 2 (second guard: the same sigma, q "
+        "and epsilon), whose attack the first guard runs.") for i, acc in ((4, "pld"), (5, "rdp"))},
 }
 SLOW_CASES.update(SLOW_CASES_C2)
