@@ -331,3 +331,42 @@ SLOW_CASES_B2: dict[str, tuple[tuple[str, ...], str]] = {
         "out, is the fourth's."),
 }
 SLOW_CASES.update(SLOW_CASES_B2)
+
+# Stop 40's cut, in three tables (one per part of the suite).
+#: Part C (tests/models/, tests/runtime/, tests/accounting/): the same format.
+_ACC = "tests/accounting/"
+SLOW_CASES_C2: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/models/test_models.py::test_batch_functions_match_vmap[gaussian-correlated]": (
+        ("tests/models/test_models.py::test_batch_functions_match_vmap[gaussian-random-4d]",),
+        "its own programs and data (~0.7 CPU-s). The guard runs the same Gaussian batch "
+        "functions, gradients and views against vmap, with a random covariance and every "
+        "other parameter away from its default."),
+    f"{_ACC}test_accounting_budget.py::test_max_iterations_is_exact[dp-sgld-pld-substitute-2.5-100-eps1-chains2]": (
+        (f"{_ACC}test_accounting_budget.py::test_max_iterations_is_exact[dp-sgld-pld-substitute-1.5-100-eps1-chains2]",),
+        "a PLD search of its own (~0.8 CPU-s). The guard checks the same exactness "
+        "(delta(k) <= delta < delta(k + 1)) for the same sampler, accountant, relation and "
+        "chains at noise multiplier 1.5."),
+    f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[0.5-1.0]": (
+        (f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[1.0-0.3]",
+         f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[2.5-0.1]"),
+        "an oracle's PLD of its widest Gaussian (~0.5 CPU-s). The guards compare the same "
+        "composition (a Gaussian and two randomized responses, at the same four eps) with "
+        "dp_accounting's at two other (e, mu), the first with mu = 0.3 close to this one's."),
+    f"{_ACC}test_adaptive_composition.py::test_order_switching_beats_old_composition_and_not_the_new[2.0-0.05-100-0.5-0.001]": (
+        (f"{_ACC}test_adaptive_composition.py::test_order_switching_beats_old_composition_and_not_the_new[1.1785113019775793-0.01-100-1.0-0.001]",
+         f"{_ACC}test_adaptive_composition.py::test_order_switching_beats_old_composition_and_not_the_new[0.8-0.05-50-2.0-0.001]"),
+        "an attack of 100 compositions on a fine grid (~0.4 CPU-s). The guards are the issue's "
+        "two cases of the same attack against the old and the new composition, k = 100 "
+        "included."),
+    f"{_ACC}test_accounting_pld.py::test_halving_grid_changes_little_and_stays_below[1.1785113019775793-0.01-1000-2.0-substitute-legacy]": (
+        (f"{_ACC}test_accounting_pld.py::test_halving_grid_changes_little_and_stays_below[1.0-0.01-2000-2.0-substitute-legacy]",),
+        "two compositions on fine grids (~0.25 CPU-s). The guard halves the grid of the same "
+        "pair at a nearby sigma, q and eps, with twice the releases."),
+    **{f"{_ACC}test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[minibatch-penalty-params{i}-{acc}]": (
+        (f"{_ACC}test_adaptive_composition.py::test_spent_epsilon_survives_order_switching[dp-sgld-params{i - 4}-{acc}]",
+         f"{_ACC}test_adaptive_composition.py::test_minibatch_penalty_is_charged_dp_sgld_s_release[{acc}]"),
+        "an order-switching attack of 200 compositions (~0.4 CPU-s). minibatch-penalty at tau = 1 "
+        "is charged dp-sgld's release at noise multiplier 2 (second guard: the same sigma, q "
+        "and epsilon), whose attack the first guard runs.") for i, acc in ((4, "pld"), (5, "rdp"))},
+}
+SLOW_CASES.update(SLOW_CASES_C2)

@@ -34,7 +34,9 @@ def _renyi_gauss(alpha, m1, v1, m2, v2):
     (2, 0.3, 1.0, 0.0, 1.1), (5, 0.0, 1.7, 0.2, 1.6), (17, 0.1, 1.0, -0.05, 1.02), (3, 1.0, 2.0, 0.0, 1.5),
 ])
 def test_gaussian_renyi_closed_form_matches_integral(alpha, m1, v1, m2, v2):
-    with mp.workdps(40):
+    # 20 digits for a comparison at 1e-10: the four integrals agree with 40 digits' to 6e-21
+    # relative, at 40 % of the CPU time.
+    with mp.workdps(20):
         def dens(x, m, v):
             return mp.exp(-(x - m) ** 2 / (2 * v)) / mp.sqrt(2 * mp.pi * v)
         integral = mp.quad(lambda x: dens(x, m1, v1) ** alpha * dens(x, m2, v2) ** (1 - alpha),

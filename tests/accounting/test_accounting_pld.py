@@ -58,8 +58,14 @@ def _mp_hockey_stick(sigma, q, eps, pair, reverse=False, shift=1.0):
     """delta(eps) = int (P - e^eps Q)_+ dx by mpmath quadrature, split where P = e^eps Q.
 
     ``reverse`` swaps the roles of P and Q.
+
+    20 digits (the tests compare to 1e-12 relative at the tightest) and a root bracketed to
+    2^-64 of its bracket (below 1e-16 absolute): an error in the split point changes the
+    integral only to second order, the integrand vanishing there. Against 30 digits and 120
+    halvings, the 15 values of test_single_release_matches_mpmath_hockey_stick agree to 2e-20
+    relative, at two thirds of the CPU time.
     """
-    mp.mp.dps = 30
+    mp.mp.dps = 20
     p, qd = _mp_pair(sigma, q, pair, shift)
     increasing = pair in ("substitute-legacy", "remove")  # sign of d/dx log(P/Q)
     if reverse:
@@ -75,7 +81,7 @@ def _mp_hockey_stick(sigma, q, eps, pair, reverse=False, shift=1.0):
     # bisection on the monotone log-ratio (robust where it flattens, as for "add")
     excess = lambda x: mp.log(p(x)) - mp.log(qd(x)) - eps  # noqa: E731
     sa = excess(a) > 0
-    for _ in range(120):
+    for _ in range(64):
         m = (a + b) / 2
         if (excess(m) > 0) == sa:
             a = m
@@ -201,14 +207,24 @@ def _mp_mixture_hockey_stick(p_comps, q_comps, sigma, eps):
     mp.mp.dps = 40
     s, e = mp.mpf(sigma), mp.exp(mp.mpf(eps))
 
-    def log_density(comps, x):
-        w = np.array([float(mp.log(c[0])) for c in comps])
-        m = np.array([float(c[1]) for c in comps])
+    def weights_and_means(comps):
+        # Converted once, not at every call of log_excess (Brent's method calls it often).
+        return (np.array([float(mp.log(c[0])) for c in comps]),
+                np.array([float(c[1]) for c in comps]))
+
+    p_wm, q_wm = weights_and_means(p_comps), weights_and_means(q_comps)
+
+    def log_density(wm, x):
+        # logsumexp over the components by hand: scipy's costs ~0.2 ms a call in checks of its
+        # arguments, and Brent's method calls this hundreds of times per data set.
+        w, m = wm
         x = np.atleast_1d(x)
-        return special.logsumexp(w[:, None] - (x[None, :] - m[:, None]) ** 2 / (2 * sigma**2), axis=0)
+        terms = w[:, None] - (x[None, :] - m[:, None]) ** 2 / (2 * sigma**2)
+        top = terms.max(axis=0)
+        return top + np.log(np.exp(terms - top).sum(axis=0))
 
     def log_excess(x):
-        return log_density(p_comps, x) - log_density(q_comps, x) - eps
+        return log_density(p_wm, x) - log_density(q_wm, x) - eps
 
     means = [float(m) for _, m in p_comps + q_comps]
     grid = np.arange(min(means) - 40 * sigma, max(means) + 40 * sigma, sigma / 50)

@@ -156,8 +156,9 @@ def test_dp_sgld_old_iteration_count_is_broken_by_order_switching():
 
 
 # ------------------------------------------------------------------ every algorithm x accountant
-# (dp-sgnht's cases are slow since stop 38: tests/suite_budget.py; its release is dp-sgld's,
-# test_dp_sgnht_is_charged_dp_sgld_s_release.)
+# (dp-sgnht's cases are slow since stop 38, minibatch-penalty's since stop 40:
+# tests/suite_budget.py; their release is dp-sgld's, test_dp_sgnht_is_charged_dp_sgld_s_release
+# and test_minibatch_penalty_is_charged_dp_sgld_s_release.)
 @pytest.mark.parametrize("algorithm,params,accountant", [
     ("dp-sgld", SGLD, "pld"), ("dp-sgld", SGLD, "rdp"),
     ("dp-sgnht", SGLD, "pld"), ("dp-sgnht", SGLD, "rdp"),
@@ -189,6 +190,20 @@ def test_dp_sgnht_is_charged_dp_sgld_s_release(accountant):
     sgld = spent("dp-sgld", 200, 1e-3, 10_000, chains=1, accountant=accountant, **SGLD)
     assert sgnht.mechanisms == sgld.mechanisms
     assert sgnht.epsilon == sgld.epsilon
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+def test_minibatch_penalty_is_charged_dp_sgld_s_release(accountant):
+    """minibatch-penalty at tau releases what dp-sgld releases at noise multiplier 2 sqrt(tau)
+    (another name, the same subsampled Gaussian): the same ε, so the order-switching attack on
+    dp-sgld's report (above) is the attack on minibatch-penalty's."""
+    penalty = spent("minibatch-penalty", 200, 1e-3, 10_000, chains=1, accountant=accountant,
+                    tau=1.0, batch_size=100)
+    sgld = spent("dp-sgld", 200, 1e-3, 10_000, chains=1, accountant=accountant, **SGLD)
+    (mp_mech,), (sgld_mech,) = penalty.mechanisms, sgld.mechanisms
+    assert mp_mech["name"] != sgld_mech["name"]
+    assert dict(mp_mech, name=None) == dict(sgld_mech, name=None)
+    assert penalty.epsilon == sgld.epsilon
 
 
 # ------------------------------------------------------------------ DP Barker, both orders

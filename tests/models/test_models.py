@@ -49,13 +49,6 @@ def test_batch_functions_match_vmap(name):
     k1, k2, k3 = jax.random.split(jax.random.fold_in(KEY, sorted(MODELS).index(name)), 3)
     data = generate_data(model, k1, 257)
     assert data.dtype == jnp.float64
-    # Jitted: one compiled program, not one per operation (sample_prior runs eagerly in
-    # test_banana_prior_sampler_matches_log_prior's model check and in dpmcmc.sample's default
-    # start; the unjitted batch function is checked below).
-    thetas = jax.jit(lambda a, b: model.sample_prior(a, (5,)) * 0.5
-                     + 0.3 * jax.random.normal(b, (5, model.dim)))(k2, k3)
-
-    @jax.jit
     def evaluate(theta):
         return (
             jax.vmap(model.log_likelihood, (None, 0))(theta, data),
@@ -67,7 +60,15 @@ def test_batch_functions_match_vmap(name):
             model.log_prior(theta),
         )
 
-    ll_ref, g_ref, ll, g, ll_view, g_view, lp = jax.vmap(evaluate)(thetas)
+    # The θ (draws of the prior, perturbed) and every function at them in one compiled program,
+    # not one per operation (sample_prior runs eagerly in dpmcmc.sample's default start; the
+    # unjitted batch function is checked below).
+    @jax.jit
+    def thetas_and_values(a, b):
+        thetas = model.sample_prior(a, (5,)) * 0.5 + 0.3 * jax.random.normal(b, (5, model.dim))
+        return thetas, jax.vmap(evaluate)(thetas)
+
+    thetas, (ll_ref, g_ref, ll, g, ll_view, g_view, lp) = thetas_and_values(k2, k3)
     assert ll.shape == (5, 257) and g.shape == (5, 257, model.dim)
     assert ll.dtype == jnp.float64 and g.dtype == jnp.float64
     np.testing.assert_allclose(ll, ll_ref, rtol=1e-12, atol=1e-10)
@@ -211,30 +212,45 @@ def test_tempered_banana_density_matches_log_posterior():
     _density_difference_check(model, data, log_q, jax.random.key(6))
 
 
-def test_tempered_gaussian_density_matches_log_posterior():
-    cov = random_covariance(jax.random.key(7), 3)
-    model = gaussian(cov, prior_mean=(1.0, -1.0, 0.5), prior_cov=np.diag([2.0, 3.0, 4.0]), temperature=0.1)
-    data = generate_data(model, jax.random.key(8), 400)
+# A tempered Gaussian with a correlated likelihood and an informative, correlated prior away
+# from 0: the conjugate update (test_gaussian_posterior_closed_form_and_moments) and the
+# sampler's density (test_tempered_gaussian_density_matches_log_posterior) of one model.
+_GAUSS_COV = np.array([[2.0, 0.6], [0.6, 1.0]])
+_GAUSS_PRIOR_COV = np.array([[5.0, 1.0], [1.0, 3.0]])
+_GAUSS_PRIOR_MEAN = np.array([0.5, -0.5])
+_GAUSS_T = 0.25
+
+
+@pytest.fixture(scope="module")
+def tempered_gaussian():
+    """The model, its data, and in one compiled program (shared by the two tests below) its
+    posterior mean and covariance, 40000 exact draws, and the model's log posterior and the
+    exact posterior's log density at 400 more draws."""
+    model = gaussian(_GAUSS_COV, prior_mean=_GAUSS_PRIOR_MEAN, prior_cov=_GAUSS_PRIOR_COV,
+                     temperature=_GAUSS_T)
+    data = generate_data(model, jax.random.key(10), 200)
     log_q = lambda t, d: jax.scipy.stats.multivariate_normal.logpdf(  # noqa: E731
         t, model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d))
-    _density_difference_check(model, data, log_q, jax.random.key(9), rtol=1e-6)
+    out = jax.jit(lambda k, k2, d: (
+        model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
+        model.exact_posterior(k, d, 40000),
+        _model_and_sampler_log_densities(model, d, log_q, k2, 200)))(
+        jax.random.key(11), jax.random.key(9), data)
+    return model, data, out
 
 
-def test_gaussian_posterior_closed_form_and_moments():
+def test_tempered_gaussian_density_matches_log_posterior(tempered_gaussian):
+    _, _, (_, _, _, (lp, lq)) = tempered_gaussian
+    _check_density_differences(lp, lq, 200, rtol=1e-6)
+
+
+def test_gaussian_posterior_closed_form_and_moments(tempered_gaussian):
     # Conjugate update computed here with explicit inverses (BDA §3.5) vs the model.
-    cov = np.array([[2.0, 0.6], [0.6, 1.0]])
-    pc = np.array([[5.0, 1.0], [1.0, 3.0]])
-    mu0 = np.array([0.5, -0.5])
-    t = 0.25
-    model = gaussian(cov, prior_mean=mu0, prior_cov=pc, temperature=t)
-    data = generate_data(model, jax.random.key(10), 200)
+    _, data, (mean, pcov, draws, _) = tempered_gaussian
+    cov, pc, mu0, t = _GAUSS_COV, _GAUSS_PRIOR_COV, _GAUSS_PRIOR_MEAN, _GAUSS_T
     n = 200
     post_cov = np.linalg.inv(np.linalg.inv(pc) + t * n * np.linalg.inv(cov))
     post_mean = post_cov @ (np.linalg.inv(pc) @ mu0 + t * n * np.linalg.inv(cov) @ np.asarray(data).mean(0))
-    # The model's posterior mean and covariance and its exact draws in one compiled program.
-    mean, pcov, draws = jax.jit(lambda k, d: (
-        model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
-        model.exact_posterior(k, d, 40000)))(jax.random.key(11), data)
     np.testing.assert_allclose(mean, post_mean, rtol=1e-10)
     np.testing.assert_allclose(pcov, post_cov, rtol=1e-10)
     draws = np.asarray(draws)

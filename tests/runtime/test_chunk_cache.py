@@ -196,13 +196,14 @@ def test_the_cache_is_used_where_the_model_is_expensive():
         kernel = spec.build(p.model, params)
         forced = _build(p.model, dict(params, mode="random-walk"), cache=True)
 
-        # One compiled program per model (op by op, the inits compile dozens of small ones).
-        @jax.jit
         def inits(theta, data):
             state = kernel.init(theta, data)
             return kernel.cached.init(state, data), forced.cached.init(state, data)
 
-        cache, forced_cache = inits(jnp.asarray(p.theta_true, jnp.float64), data)
+        # Traced on shapes alone, never compiled nor run: the decision cannot read a value.
+        cache, forced_cache = jax.eval_shape(
+            inits, jax.ShapeDtypeStruct((p.model.dim,), jnp.float64),
+            jax.ShapeDtypeStruct(data.shape, data.dtype))
         assert (cache is not None) == cached, name
         if cached:
             assert cache.size >= 50

@@ -145,8 +145,11 @@ def test_chains_are_independent_and_match_single_chain_runs():
 
 
 def test_iterations_are_compiled_not_a_python_loop():
+    # How often the driver traces a step is the driver's, whatever the kernel: rwmh's is the
+    # cheapest chain program to compile (dp-penalty's chains were compiled here until stop 40;
+    # its runs in chunks are test_chunk_cache.py's).
     model, data = gaussian_setup()
-    inner = kernel_for("dp-penalty", model, data, **PARAMS["dp-penalty"])
+    inner = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
     traces = []
 
     def step(key, state, data):
