@@ -1,7 +1,6 @@
 """The model abstraction: a per-example log-likelihood and a log-prior in JAX."""
 from __future__ import annotations
 
-import collections
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional
@@ -268,9 +267,10 @@ def check_model(model: Model, data_shape: tuple, dtype: Any, *, gradients: bool 
     # What follows traces the model's functions on abstract values (0.1–0.5 s a call): a model
     # that passed on these shapes and dtypes passes again, so the pass is remembered under the
     # key the chain programs use for the model (what its functions compute, never the data).
+    from ..runtime.compile_cache import CHECKED
+
     passed_key = _passed_key(model, data_shape, dtype, tdt, gradients, grad_method)
-    if passed_key is not None and passed_key in _PASSED:
-        _PASSED.move_to_end(passed_key)
+    if passed_key is not None and CHECKED.get(passed_key):
         return
     theta = jax.ShapeDtypeStruct((model.dim,), tdt)
     x = jax.ShapeDtypeStruct(record, dtype)
@@ -302,14 +302,7 @@ def check_model(model: Model, data_shape: tuple, dtype: Any, *, gradients: bool 
         _expect(_abstract(grad, (theta, x), what, "log_likelihood", at_record),
                 (model.dim,), what, at_record, "log_likelihood")
     if passed_key is not None:
-        _PASSED[passed_key] = True
-        while len(_PASSED) > _PASSED_MAX:
-            _PASSED.popitem(last=False)
-
-
-# Model checks passed in this process (see check_model), least recently used first.
-_PASSED: "collections.OrderedDict[Hashable, bool]" = collections.OrderedDict()
-_PASSED_MAX = 256
+        CHECKED.put(passed_key, True)
 
 
 def _passed_key(model: Model, data_shape: tuple, dtype: Any, theta_dtype: Any, gradients: bool,

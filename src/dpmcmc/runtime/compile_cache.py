@@ -48,7 +48,7 @@ from typing import Any, Hashable, Optional
 import numpy as np
 
 __all__ = ["set_compile_cache", "persistent_cache_dir", "ensure_persistent_cache", "PROGRAMS",
-           "kernel_cache_key", "model_key", "signature", "Identity"]
+           "kernel_cache_key", "model_key", "signature", "Identity", "CHECKED"]
 
 #: JAX's persistent cache writes programs that took at least this long to compile (JAX's own
 #: default, 1 s, leaves out the smaller chain programs).
@@ -357,3 +357,6 @@ class _LRU:
 #: Jitted chunk, initialisation and start-check functions of recent runs. Bounded: an entry
 #: holds a model and its compiled executables, which hold no data.
 PROGRAMS = _LRU(maxsize=64)
+#: Model contract checks passed in this process (``dpmcmc.models.check_model``), keyed by
+#: :func:`model_key` and the public shapes and dtypes checked; each entry holds only ``True``.
+CHECKED = _LRU(maxsize=256)
