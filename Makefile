@@ -15,10 +15,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
 # uv installs the same requirements for about half pip's CPU time (16 CPU-s against 32 here, cold
-# caches); where uv cannot be had or cannot reach an index, pip does the install.
+# caches); where uv cannot be had or cannot reach an index, pip does the install. (-qq: pip's
+# warnings about the machine's own index configuration are not ours to print.)
 EXTRAS := test,oracles,experiments
 define INSTALL
-	{ $(BIN)/python -m pip install --quiet --no-compile uv \
+	{ $(BIN)/python -m pip install -qq --no-compile uv \
 	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[$(1)]'; } \
 	|| { $(BIN)/python -m pip install --quiet --upgrade pip \
 	  && $(BIN)/python -m pip install --quiet --no-compile -e '.[$(1)]'; }
