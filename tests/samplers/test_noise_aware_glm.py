@@ -368,8 +368,9 @@ def gaussian_transcripts():
     return plan, dict(zip(scales, outs))
 
 
-# slow: guard in default: test_audit_transcript_privacy_profile_with_the_knorm_round (the same
-# transcript audit of nag._releases: its Gaussian rounds, then the K-norm round)
+# slow: guard in default: test_report_charges_what_the_mechanisms_draw (nag's releases charged
+# as drawn); the same transcript audit of nag._releases with the K-norm round,
+# test_audit_transcript_privacy_profile_with_the_knorm_round, is slow too (SLOW_CASES_A3)
 @pytest.mark.slow
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.6, False)])
 def test_audit_transcript_privacy_loss(noise_scale, calibrated, gaussian_transcripts):
@@ -411,6 +412,8 @@ def knorm_transcripts():
     return plan, dict(zip(scales, outs))
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): an audit of 500 transcripts per scale; the default
+# run keeps test_report_charges_what_the_mechanisms_draw and the per-record bound checks.
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.5, False)])
 def test_audit_transcript_privacy_profile_with_the_knorm_round(noise_scale, calibrated,
                                                                knorm_transcripts):
@@ -596,8 +599,8 @@ def poisson_transcripts():
 
 
 # slow: guard in default: test_poisson_sensitivity_holds_on_adversarial_records (the bounds
-# this transcript check relies on, on the same release code) and
-# test_audit_transcript_privacy_profile_with_the_knorm_round (the same profile check, logistic)
+# this transcript check relies on, on the same release code); the same profile check on the
+# logistic family, test_audit_transcript_privacy_profile_with_the_knorm_round, is slow too
 @pytest.mark.slow
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.5, False)])
 def test_poisson_transcript_privacy_profile(noise_scale, calibrated, poisson_transcripts):
