@@ -389,6 +389,15 @@ SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
         "records (second, third). tests/audit/test_audit_glm.py's default audit of the fit's "
         "releases (calibrated passes, noise x0.3 flagged) also runs. The transcript's empirical "
         "privacy profile and its power run under -m slow only.") for case in ("1.0-True", "0.5-False")},
+    f"{_S}test_noise_aware_glm.py::test_linear_family_is_exact_in_one_round": (
+        ("tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated",
+         f"{_S}test_noise_aware_glm.py::test_linear_plan_releases_the_sum_of_squares_within_the_budget"),
+        "a linear nag.fit program and 20 000 draws against the conjugate posterior (~1.8 "
+        "CPU-s). By default the first guard (a must-stay calibration test) runs the linear "
+        "family's one-round fit on simulated tables and checks that its intervals cover the "
+        "truth at the nominal rates and are informative; the second the linear plan's releases "
+        "and their budget, with and without a declared residual sd. The noise-free limit's "
+        "exactness runs under -m slow only."),
     f"{_S}test_dp_hmc.py::test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering": (
         (f"{_S}test_dp_penalty.py::test_dp_penalty_is_exact_with_noise_and_tempering",
          f"{_S}test_dp_penalty.py::test_dp_penalty_without_correction_is_detected",

@@ -199,8 +199,9 @@ def _non_private(n: int, seed: int):
     return des, X, y, m, np.sqrt(np.diag(V))
 
 
-# slow: guard in default: test_linear_family_is_exact_in_one_round (the same nag.fit in its
-# noise-free limit, against the exact posterior) and fresh_runs (the logistic rounds of the fit)
+# slow: guard in default: fresh_runs (the logistic rounds of the fit, test_report_charges_what_
+# the_mechanisms_draw); the same noise-free limit of the linear family,
+# test_linear_family_is_exact_in_one_round, is slow too (SLOW_CASES_A3)
 @pytest.mark.slow
 def test_large_budget_recovers_the_non_private_posterior():
     """With a huge ε the noise vanishes: the draws match the Laplace approximation of the
@@ -233,6 +234,8 @@ def test_noise_is_carried_into_the_posterior_spread():
     assert wider >= 18
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): the linear fit's calibration runs by default in
+# tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated.
 def test_linear_family_is_exact_in_one_round():
     """Linear regression with known noise sd: at a huge budget the draws are the conjugate
     Gaussian posterior of the scaled design."""
