@@ -426,12 +426,26 @@ SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
         "accept step (RANDOM_WALK adaptation, the step scale adapted), the second on one that "
         "adapts a preconditioner only, through dpmcmc.sample; the third the power with real "
         f"releases. {alg}'s own case runs under -m slow only.") for alg in ("dp-barker", "dp-hmc")},
+    **{f"{_K}test_barker_correction.py::{name}": (
+        (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",
+         f"{_K}test_barker_correction.py::test_c2_meets_targets_by_independent_fft_convolution",
+         f"{_K}test_barker_correction.py::test_sample_correction_is_pure_and_jittable"),
+        f"10⁶ draws of sample_correction shared by three Monte Carlo tests, here {what} (~1.5 "
+        "CPU-s for the three, the draws included). By default the first guard tests the law "
+        "of N(0, C) + X_corr, drawn by sample_correction inside DP Barker's noisy test, "
+        "against its closed form at 13 points (binomial, with power against a forgotten "
+        "variance); the second the shipped mixture's CDF against the logistic by an "
+        "independent FFT convolution; the third the sampler's purity, shape and float64. The "
+        "10⁶-draw checks of the whole CDF and the far tails run under -m slow only.")
+       for name, what in (("test_monte_carlo_sum_matches_logistic_dkw", "a DKW bound on the CDF"),
+                          ("test_monte_carlo_tail_frequencies", "the far tails' frequencies"))},
     f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_random_batches": (
         (f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_brute_force[0.3-1.0-3]",
          f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_brute_force[40.0-0.01-5]"),
-        "a hypothesis sweep, one program per batch size (~1.2 CPU-s). The guards check the same "
-        "bound (never exceeded, reached at the extremal batch) by brute force over batch sizes "
-        "1 to 5 at four (k, c0) pairs, small and large. The random batches run under -m slow "
+        "a hypothesis sweep, one program per batch size (~1.2 CPU-s). The guards (two of the "
+        "twenty brute-force cases, all in the default run: batch sizes 1 to 5 at four (k, c0) "
+        "pairs) check the same bound of the same f by exhaustive substitutions on a grid "
+        "holding +-c0: never exceeded, and attained. The random batches run under -m slow "
         "only."),
     f"{_S}test_minibatch_penalty.py::test_batch_indices_large_population[100000-500-400-True]": (
         (f"{_S}test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-None]",
