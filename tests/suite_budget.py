@@ -231,11 +231,12 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "through its tap exactly as without it in the second."),
     "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[16000-4000-60-False]": (
         ("tests/samplers/test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-0]",
-         "tests/samplers/test_minibatch_penalty.py::test_batch_indices_large_population[100000-500-400-True]"),
+         "tests/samplers/test_minibatch_penalty.py::test_uniform_below_is_lemire_multiply_shift"),
         "a batch program of its own (~0.7 CPU-s). The sorted rounds every draw here takes draw "
-        "uniform subsets in the first guard (no refill slot: every collision goes on to them); "
-        "a large population's batches are distinct, in range, int32 and include every record "
-        "alike in the second."),
+        "uniform subsets in the first guard (no refill slot: every collision goes on to them), "
+        "distinct, in range and int32; the uniform draws below n are exact up to n = 2³¹ − 1 in "
+        "the second. (The large population's other case is slow too since stop 41: "
+        "SLOW_CASES_A3.)"),
     "tests/tabular/test_tabular.py::test_cli_sample_default_is_the_noise_aware_glm": (
         ("tests/test_ledger.py::test_glm_and_cli_charge_the_ledger",
          "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),
@@ -370,3 +371,117 @@ SLOW_CASES_C2: dict[str, tuple[tuple[str, ...], str]] = {
         "and epsilon), whose attack the first guard runs.") for i, acc in ((4, "pld"), (5, "rdp"))},
 }
 SLOW_CASES.update(SLOW_CASES_C2)
+
+# Stop 41's cut, part A (tests/samplers/, tests/kernels/, tests/records/, tests/diagnostics/,
+# tests/experiments/): long statistical tests (a Monte Carlo check of a law, a chain against an
+# exact posterior, an audit of many runs) and per-sampler twins of a shared property, each with a
+# default-run guard of the same code path; the statistical property itself runs under -m slow.
+_S, _K = "tests/samplers/", "tests/kernels/"
+SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
+    **{f"{_S}test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round[{case}]": (
+        (f"{_S}test_noise_aware_glm.py::test_report_charges_what_the_mechanisms_draw",
+         f"{_S}test_noise_aware_glm.py::test_per_record_bounds_hold_on_the_whole_box",
+         f"{_S}test_noise_aware_glm.py::test_poisson_sensitivity_holds_on_adversarial_records"),
+        "an audit of 500 transcripts per noise scale, in one program of its own (~4.5 CPU-s "
+        "for the pair). By default the guards check nag's releases: each Gaussian sigma is the "
+        "charged mu's and the pure releases the charged epsilons, composing to the budget "
+        "(first); the clip bounds hold for every record of the box and for adversarial Poisson "
+        "records (second, third). tests/audit/test_audit_glm.py's default audit of the fit's "
+        "releases (calibrated passes, noise x0.3 flagged) also runs. The transcript's empirical "
+        "privacy profile and its power run under -m slow only.") for case in ("1.0-True", "0.5-False")},
+    f"{_S}test_noise_aware_glm.py::test_linear_family_is_exact_in_one_round": (
+        ("tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated",
+         f"{_S}test_noise_aware_glm.py::test_linear_plan_releases_the_sum_of_squares_within_the_budget"),
+        "a linear nag.fit program and 20 000 draws against the conjugate posterior (~1.8 "
+        "CPU-s). By default the first guard (a must-stay calibration test) runs the linear "
+        "family's one-round fit on simulated tables and checks that its intervals cover the "
+        "truth at the nominal rates and are informative; the second the linear plan's releases "
+        "and their budget, with and without a declared residual sd. The noise-free limit's "
+        "exactness runs under -m slow only."),
+    f"{_S}test_dp_hmc.py::test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering": (
+        (f"{_S}test_dp_penalty.py::test_dp_penalty_is_exact_with_noise_and_tempering",
+         f"{_S}test_dp_penalty.py::test_dp_penalty_without_correction_is_detected",
+         f"{_S}test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[dp-hmc-params1]",
+         "tests/kernels/test_samplers_halton.py::test_dp_hmc_releases_L_plus_1_gradients_per_iteration"),
+        "a DP-HMC chain program against the exact tempered posterior (~3 CPU-s). DP-HMC's "
+        "accept step is the shared penalty_accept, whose exactness with noise and tempering, "
+        "and the power of the check against a missing correction, the first two guards run on "
+        "DP penalty; DP-HMC's own chain runs by default in the third (a divergence is a "
+        "rejection that keeps the state) and the fourth (L + 1 clipped gradient releases per "
+        "iteration, as charged). DP-HMC's exactness runs under -m slow only."),
+    f"{_S}test_hmc.py::test_hmc_is_exact_tempered": (
+        (f"{_S}test_dp_penalty.py::test_dp_penalty_is_exact_with_noise_and_tempering",
+         f"{_S}test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection[hmc-params0]"),
+        "a non-private HMC chain program against the exact posterior (~1.2 CPU-s). The same "
+        "exactness design (tests/exactness.py) runs by default on DP penalty (first guard); "
+        "HMC's leapfrog chain runs in the second (a divergent trajectory is a rejection that "
+        "keeps the state). HMC's exactness runs under -m slow only."),
+    **{f"{_K}test_warmup.py::test_adaptation_reads_released_values_only[{alg}]": (
+        (f"{_K}test_warmup.py::test_adaptation_reads_released_values_only[minibatch-penalty]",
+         f"{_K}test_warmup.py::test_samplers_without_an_accept_step_refuse_a_short_warmup[dp-sgld]",
+         f"{_K}test_warmup.py::test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws"),
+        f"an adaptive {alg} program on data-blind releases (~2-2.5 CPU-s). The property belongs "
+        "to the shared adaptive_kernel, which hands the adaptation the released accept decision "
+        "and draw only: by default the first guard checks it bit for bit on a sampler with an "
+        "accept step (RANDOM_WALK adaptation, the step scale adapted), the second on one that "
+        "adapts a preconditioner only, through dpmcmc.sample; the third the power with real "
+        f"releases. {alg}'s own case runs under -m slow only.") for alg in ("dp-barker", "dp-hmc")},
+    **{f"{_K}test_barker_correction.py::{name}": (
+        (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",
+         f"{_K}test_barker_correction.py::test_c2_meets_targets_by_independent_fft_convolution",
+         f"{_K}test_barker_correction.py::test_sample_correction_is_pure_and_jittable"),
+        f"10⁶ draws of sample_correction shared by three Monte Carlo tests, here {what} (~1.5 "
+        "CPU-s for the three, the draws included). By default the first guard tests the law "
+        "of N(0, C) + X_corr, drawn by sample_correction inside DP Barker's noisy test, "
+        "against its closed form at 13 points (binomial, with power against a forgotten "
+        "variance); the second the shipped mixture's CDF against the logistic by an "
+        "independent FFT convolution; the third the sampler's purity, shape and float64. The "
+        "10⁶-draw checks of the whole CDF and the far tails run under -m slow only.")
+       for name, what in (("test_monte_carlo_sum_matches_logistic_dkw", "a DKW bound on the CDF"),
+                          ("test_monte_carlo_tail_frequencies", "the far tails' frequencies"))},
+    f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_random_batches": (
+        (f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_brute_force[0.3-1.0-3]",
+         f"{_S}test_minibatch_penalty.py::test_sensitivity_bound_brute_force[40.0-0.01-5]"),
+        "a hypothesis sweep, one program per batch size (~1.2 CPU-s). The guards (two of the "
+        "twenty brute-force cases, all in the default run: batch sizes 1 to 5 at four (k, c0) "
+        "pairs) check the same bound of the same f by exhaustive substitutions on a grid "
+        "holding +-c0: never exceeded, and attained. The random batches run under -m slow "
+        "only."),
+    f"{_S}test_minibatch_penalty.py::test_batch_indices_large_population[100000-500-400-True]": (
+        (f"{_S}test_minibatch_penalty.py::test_batch_indices_are_uniform_over_subsets[9-2-None]",
+         f"{_S}test_minibatch_penalty.py::test_uniform_below_is_lemire_multiply_shift"),
+        "a program of its own for 400 batches of 500 from 10⁵ (~1.2 CPU-s). By default the "
+        "first guard runs the same rounds path (b <= n/4, with the refill of the first round's "
+        "collisions) and checks distinct, in-range indices and a uniform law over all subsets "
+        "(chi-square) and int32; the second the uniform draws below n = 10⁵ bit for bit. The inclusion "
+        "counts at a large population run under -m slow only."),
+    f"{_S}test_sgld.py::test_langevin_noise_share_plus_privacy_noise_is_the_step_variance": (
+        (f"{_S}test_samplers_registry.py::test_subsampled_kernels_draw_the_sigma_of_their_release_event",
+         f"{_S}test_sgld.py::test_registry_validation_langevin_noise[0.0]",
+         f"{_S}test_sgld.py::test_registry_validation_langevin_noise[1.5]",
+         f"{_S}test_sgld.py::test_sample_end_to_end[dp-sgld-extra0]"),
+        "4000 vmapped DP-SGLD steps, a program of its own (~1.3-1.6 CPU-s). By default the "
+        "first guard checks that the step's release draws the accountant's sigma (and "
+        "tests/audit/test_audit_subsampled.py's dp-sgld case that the release attains its "
+        "dominating pair); the second and third that a Langevin share outside (0, 1] is "
+        "refused, naming it; the fourth DP-SGLD's run end to end. The variance of a step with "
+        "a Langevin share below one (its share plus the privacy noise) runs under -m slow only."),
+    f"{_K}test_warmup.py::test_a_badly_scaled_random_walk_is_brought_near_its_target_acceptance": (
+        (f"{_K}test_warmup.py::test_adaptation_reads_released_values_only[minibatch-penalty]",
+         f"{_K}test_warmup.py::test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws"),
+        "an adaptive RWMH chain of 600 iterations, a program of its own (~0.8 CPU-s). The "
+        "first guard checks that the shared adaptive_kernel adapts the step scale (every "
+        "chain's scale moved) of a random walk with an accept step; the second the warm-up "
+        "through dpmcmc.sample, paid and dropped, with another data set adapting otherwise. "
+        "That the adapted acceptance lands near its target runs under -m slow only."),
+    f"{_S}test_barker.py::test_exact_limit_chain_is_exact[False]": (
+        (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",
+         f"{_S}test_barker.py::test_exact_logistic_limit_is_the_barker_test",
+         f"{_S}test_barker.py::test_nan_ratios_are_clipped_and_nan_priors_rejected"),
+        "a DP Barker chain program against the exact posterior (~1.7 CPU-s). By default the "
+        "first guard checks that the noisy test accepts with the corrected Barker probability "
+        "(the core of its exactness), the second the exact-logistic limit, the third DP "
+        "Barker's chain on NaN ratios and priors. The chain's exactness runs under -m slow "
+        "only."),
+}
+SLOW_CASES.update(SLOW_CASES_A3)

@@ -175,7 +175,7 @@ def test_monte_carlo_tail_frequencies(c2_draws):
         assert pval > 1e-6 / 3, (t, count, 2 * p * n)
 
 
-def test_correction_is_symmetric(c2_draws):
+def test_correction_is_symmetric():
     mix = correction_mixture(2.0)
     assert np.all(mix.means >= 0)
     assert np.all(mix.stds > 0)
@@ -186,8 +186,16 @@ def test_correction_is_symmetric(c2_draws):
     np.testing.assert_array_equal(m[:k], -m[k:])
     np.testing.assert_array_equal(w[:k], w[k:])
     np.testing.assert_array_equal(s[:k], s[k:])
-    # Sampled: P(X > t) = P(X < −t) for a few t, exact binomial test on the split of the
-    # |X| > t draws between the two sides (alpha = 1e-6 overall).
+
+
+# slow, like the other two sampling tests of c2_draws (tests/suite_budget.py, SLOW_CASES_A3):
+# guard in default: test_correction_is_symmetric (the mixture the draws come from is
+# symmetric) and tests/samplers/test_barker.py::test_noisy_test_matches_the_corrected_barker_
+# probability (the law of N(0, C) + X_corr, drawn by sample_correction, at 13 points).
+@pytest.mark.slow
+def test_sampled_correction_is_symmetric(c2_draws):
+    # P(X > t) = P(X < −t) for a few t, exact binomial test on the split of the |X| > t draws
+    # between the two sides (alpha = 1e-6 overall).
     x = c2_draws[0]
     assert x.shape == (1_000_000,)
     for t in (0.0, 1.0, 2.7, 5.0):

@@ -87,7 +87,9 @@ def _adapted_run(algorithm, data, noise, warmup=48, iterations=60):
 # through dp-sgld's release_batch_grad (dp_sgnht imports prepare_sgd and its releases from
 # dp_sgld); dp-penalty's chain on data-blind releases is test_released_statistics.py's default
 # case (through dpmcmc.sample, flags and draws), and its adaptation (RANDOM_WALK) is
-# minibatch-penalty's and dp-barker's here.
+# minibatch-penalty's and dp-barker's here. dp-barker and dp-hmc are slow-only too
+# (SLOW_CASES_A3): minibatch-penalty's case keeps the shared adaptive_kernel's property, on a
+# sampler with an accept step, in the default run.
 @pytest.mark.parametrize("algorithm", sorted(BUILDERS))
 def test_adaptation_reads_released_values_only(algorithm):
     blind = _DataBlindNoise()
@@ -210,6 +212,8 @@ def test_samplers_without_an_accept_step_refuse_a_short_warmup(alg, monkeypatch)
     np.testing.assert_array_equal(other.samples, res.samples)
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): an adaptive chain of its own; the default run
+# keeps the adaptation's privacy property and that it adapts (minibatch-penalty's case above).
 def test_a_badly_scaled_random_walk_is_brought_near_its_target_acceptance():
     # Posterior sd 1/√2000 ≈ 0.022; the proposal starts 45× too wide (acceptance ≈ 0.1 %).
     # After 300 warm-up iterations the pooled acceptance of the 4 × 300 kept iterations must lie

@@ -290,8 +290,9 @@ def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed, cache_
 
 
 @pytest.mark.parametrize("exact", [
-    # slow: guard in default: test_exact_limit_chain_is_exact[False] (the same chain under the
-    # default test) and test_exact_logistic_limit_is_the_barker_test (the exact-logistic test)
+    # slow: guard in default: test_exact_logistic_limit_is_the_barker_test (the exact-logistic
+    # test). The default kernel's chain (False) is slow too (tests/suite_budget.py,
+    # SLOW_CASES_A3): test_noisy_test_matches_the_corrected_barker_probability guards it.
     pytest.param(True, marks=pytest.mark.slow),
     False])
 def test_exact_limit_chain_is_exact(exact):

@@ -15,6 +15,8 @@ from exactness import tempered  # noqa: F401  (module fixture)
 # ITERS // 4 (37) iterations from stationarity, ITERS // 2 before (~1.2 CPU-s more): the
 # false-alarm rate is ALPHA at any length; the uncorrected kernel below is rejected as clearly
 # at 37 as at 75 (keys 4-6: p <= 1e-24 at both lengths, mean z² 1.72-2.01 against 1).
+# slow (tests/suite_budget.py, SLOW_CASES_A3): a chain program of its own, ~3 CPU-s; its guards
+# are DP penalty's exactness (the shared accept step) and DP-HMC's default chains elsewhere.
 def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
     kernel = build("dp-hmc", tempered, **dphmc_params(tempered))
     final, info = run_from_stationarity(kernel, tempered, CHAINS, ITERS // 4, key=4)
@@ -28,9 +30,8 @@ def test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering(tempered):
 # slow (~1.3 CPU-s, a chain program of its own): the power demonstration for DP-HMC. Its accept
 # step is the shared penalty_accept (dpmcmc.kernels.penalty), the one DP penalty uses; that
 # this exactness check catches the test without its −σ²/2 term is shown in the default run by
-# test_dp_penalty_without_correction_is_detected, and DP-HMC's own exactness (which a missing
-# term breaks, as this test shows in the slow run) by
-# test_dp_hmc_is_exact_with_noise_clipped_gradients_and_tempering.
+# test_dp_penalty_without_correction_is_detected. DP-HMC's own exactness (which a missing term
+# breaks, as this test shows) is slow too: tests/suite_budget.py, SLOW_CASES_A3.
 @pytest.mark.slow
 def test_dp_hmc_without_correction_is_detected(tempered):
     prm = dphmc_params(tempered)

@@ -63,6 +63,7 @@ def test_batch_indices_are_uniform_over_subsets(n, b, refill, monkeypatch):
     draws = 60_000
     keys = jax.random.split(jax.random.key(5), draws)
     idx = np.sort(np.asarray(jax.jit(jax.vmap(lambda k: sample_batch_indices(k, n, b)))(keys)), axis=1)
+    assert idx.dtype == np.int32
     assert np.all(np.diff(idx, axis=1) > 0) and idx.min() >= 0 and idx.max() < n
     # Each sorted row's subset, by its base-n code, most significant digit first: the codes of
     # the subsets in lexicographic order increase (NumPy, not a Python loop over the draws).
@@ -87,6 +88,8 @@ def test_uniform_below_is_lemire_multiply_shift():
         assert np.asarray(v).min() >= 0 and np.asarray(v).max() < n
 
 
+# (100 000, 500) is slow (tests/suite_budget.py, SLOW_CASES_A3), guarded by
+# test_batch_indices_are_uniform_over_subsets[9-2-None] (the same rounds path, with its refill).
 @pytest.mark.parametrize("n,b,draws,refill", [(100_000, 500, 400, True), (16_000, 4_000, 60, False)])
 def test_batch_indices_large_population(n, b, draws, refill):
     """Distinct, in range, and every record equally likely to be included (first moments).

@@ -199,8 +199,9 @@ def _non_private(n: int, seed: int):
     return des, X, y, m, np.sqrt(np.diag(V))
 
 
-# slow: guard in default: test_linear_family_is_exact_in_one_round (the same nag.fit in its
-# noise-free limit, against the exact posterior) and fresh_runs (the logistic rounds of the fit)
+# slow: guard in default: fresh_runs (the logistic rounds of the fit, test_report_charges_what_
+# the_mechanisms_draw); the same noise-free limit of the linear family,
+# test_linear_family_is_exact_in_one_round, is slow too (SLOW_CASES_A3)
 @pytest.mark.slow
 def test_large_budget_recovers_the_non_private_posterior():
     """With a huge ε the noise vanishes: the draws match the Laplace approximation of the
@@ -233,6 +234,8 @@ def test_noise_is_carried_into_the_posterior_spread():
     assert wider >= 18
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): the linear fit's calibration runs by default in
+# tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated.
 def test_linear_family_is_exact_in_one_round():
     """Linear regression with known noise sd: at a huge budget the draws are the conjugate
     Gaussian posterior of the scaled design."""
@@ -368,8 +371,9 @@ def gaussian_transcripts():
     return plan, dict(zip(scales, outs))
 
 
-# slow: guard in default: test_audit_transcript_privacy_profile_with_the_knorm_round (the same
-# transcript audit of nag._releases: its Gaussian rounds, then the K-norm round)
+# slow: guard in default: test_report_charges_what_the_mechanisms_draw (nag's releases charged
+# as drawn); the same transcript audit of nag._releases with the K-norm round,
+# test_audit_transcript_privacy_profile_with_the_knorm_round, is slow too (SLOW_CASES_A3)
 @pytest.mark.slow
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.6, False)])
 def test_audit_transcript_privacy_loss(noise_scale, calibrated, gaussian_transcripts):
@@ -411,6 +415,8 @@ def knorm_transcripts():
     return plan, dict(zip(scales, outs))
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): an audit of 500 transcripts per scale; the default
+# run keeps test_report_charges_what_the_mechanisms_draw and the per-record bound checks.
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.5, False)])
 def test_audit_transcript_privacy_profile_with_the_knorm_round(noise_scale, calibrated,
                                                                knorm_transcripts):
@@ -596,8 +602,8 @@ def poisson_transcripts():
 
 
 # slow: guard in default: test_poisson_sensitivity_holds_on_adversarial_records (the bounds
-# this transcript check relies on, on the same release code) and
-# test_audit_transcript_privacy_profile_with_the_knorm_round (the same profile check, logistic)
+# this transcript check relies on, on the same release code); the same profile check on the
+# logistic family, test_audit_transcript_privacy_profile_with_the_knorm_round, is slow too
 @pytest.mark.slow
 @pytest.mark.parametrize("noise_scale, calibrated", [(1.0, True), (0.5, False)])
 def test_poisson_transcript_privacy_profile(noise_scale, calibrated, poisson_transcripts):

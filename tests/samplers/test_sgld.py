@@ -452,6 +452,16 @@ def test_registry_validation_names_the_argument(algorithm, name, value, exc):
         ALGORITHMS[algorithm].prepare(params, model, data.shape[0])
 
 
+@pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
+def test_registry_validation_langevin_noise(share):
+    """DP-SGLD's share of the Langevin noise must lie in (0, 1]: refused, naming it."""
+    model, data, _, _ = _small_gaussian()
+    params = {"step_size": 1e-4, "batch_size": 100, "noise_multiplier": 1.0, "grad_clip": 2.0,
+              "langevin_noise": share}
+    with pytest.raises(ValueError, match="langevin_noise"):
+        ALGORITHMS["dp-sgld"].prepare(params, model, data.shape[0])
+
+
 def test_registry_validation_friction():
     model, data, _, _ = _small_gaussian()
     params = {"step_size": 1e-4, "batch_size": 100, "noise_multiplier": 1.0, "grad_clip": 2.0}
@@ -487,6 +497,9 @@ def test_sample_end_to_end(algorithm, extra):
     assert np.all(np.abs(late.mean(axis=0) - mean) < 1.0 * sd)
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A3): a program of its own; the release's σ is checked by
+# default in test_samplers_registry.py, the refusal of a bad share in
+# test_registry_validation_langevin_noise.
 def test_langevin_noise_share_plus_privacy_noise_is_the_step_variance():
     # A flat likelihood and prior: one step from θ = 0 moves by √(aη) z plus the privacy noise
     # (η/2)(n/b) σ_m C per coordinate, the quantity dpmcmc.auto sets a from. 4000 independent
@@ -505,6 +518,3 @@ def test_langevin_noise_share_plus_privacy_noise_is_the_step_variance():
     want = a * eta + (0.5 * eta * n / b * sm * clip) ** 2
     lo, hi = scipy.stats.chi2.ppf([5e-4, 1 - 5e-4], 4000) / 4000
     assert np.all((moves.var(axis=0) > lo * want) & (moves.var(axis=0) < hi * want))
-    with pytest.raises(ValueError, match="langevin_noise"):
-        ALGORITHMS["dp-sgld"].prepare(dict(step_size=eta, batch_size=b, noise_multiplier=sm,
-                                           grad_clip=clip, langevin_noise=0.0), flat, n)
