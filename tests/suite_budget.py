@@ -176,11 +176,12 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
         "epsilon (second guard), so its attack is the first guard's."),
     "tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[minibatch-penalty]": (
         ("tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc]",
-         "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[minibatch-penalty]"),
+         "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[dp-hmc]"),
         "the closure path's program, its rows as constants (~2 CPU-s). Draws read from a "
         "parameter equal those read from constants bit for bit through the same driver in the "
-        "first guard; minibatch-penalty's program holds no data-sized constant and takes the "
-        "rows as an entry parameter in the second."),
+        "first guard; the driver's program holds no data-sized constant and takes the data as "
+        "entry parameters in the second (minibatch-penalty's own case of that is slow since "
+        "stop 41: SLOW_CASES_C3)."),
 }
 # The PLD property tests' q = 0.001 twins, each guarded by its q >= 0.01 case and the held
 # reference value at q = 0.001.
@@ -370,3 +371,31 @@ SLOW_CASES_C2: dict[str, tuple[tuple[str, ...], str]] = {
         "and epsilon), whose attack the first guard runs.") for i, acc in ((4, "pld"), (5, "rdp"))},
 }
 SLOW_CASES.update(SLOW_CASES_C2)
+
+# Stop 41's cut, part C (tests/models/, tests/runtime/, tests/accounting/): the same format.
+_DDA = "tests/runtime/test_driver_data_argument.py::"
+SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{_DDA}test_compiled_run_holds_no_data_constant[minibatch-penalty]": (
+        (f"{_DDA}test_compiled_run_holds_no_data_constant[dp-hmc]",
+         "tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]"),
+        "a chain program of its own (~2.5 CPU-s). That the data reach the compiled run as entry "
+        "parameters, never as constants, is the chain driver's (run_chains / compiled_chunk, the "
+        "same for every kernel): the first guard checks it on the HLO of dpmcmc.sample's "
+        "planned run (blocked layout, mask and float32 copy as parameters); minibatch-penalty "
+        "runs end to end through dpmcmc.sample in the second. The raw-array layout's HLO check "
+        "runs under slow only."),
+    "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=400000,eps=1]": (
+        ("tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]",),
+        "a composition of 400000 releases (~1.1 CPU-s). The guard checks the held value of the "
+        "same pair (sigma, q, eps) after 100000 releases, legacy within tolerance and the "
+        "default above it; the k = 400000 entry is checked under slow only."),
+    "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=7.90569,b=1000]]": (
+        ("tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
+         "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]"),
+        "a PLD search for an iteration count at noise multiplier 7.9 (~1 CPU-s). The first "
+        "guard checks the same held max_iterations call (dp-sgld, eps = 2, the same search, the "
+        "legacy value within tolerance and the default at most it) at noise multiplier 1.18; "
+        "the second the held delta of the same release (sigma 7.906, q = 0.01) after 100000 "
+        "compositions. This entry's value is checked under slow only."),
+}
+SLOW_CASES.update(SLOW_CASES_C3)

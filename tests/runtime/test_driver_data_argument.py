@@ -118,6 +118,7 @@ def _slow_penalty(algorithms):
             for a in algorithms]
 
 
+# (minibatch-penalty's case is slow since stop 41: tests/suite_budget.py, with its guards.)
 @pytest.mark.parametrize("algorithm", _slow_penalty(sorted(PARAMS)))
 def test_compiled_run_holds_no_data_constant(banana, algorithm):
     model, data, theta0 = banana
