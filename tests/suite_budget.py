@@ -397,5 +397,27 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
         "legacy value within tolerance and the default at most it) at noise multiplier 1.18; "
         "the second the held delta of the same release (sigma 7.906, q = 0.01) after 100000 "
         "compositions. This entry's value is checked under slow only."),
+    "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
+        ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
+         "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
+        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard runs the "
+        "same exact sampler and the same KS, moment and posterior-mean checks untempered; the "
+        "second checks the tempered banana's exact-posterior density against the model's log "
+        "posterior (temperature 0.02), a closed form. The tempered KS tests run under slow only."),
 }
+# The hockey-stick sweep against mpmath: two of the five (sigma, q, eps) points per relation stay
+# in the default run (the closed-form check of each relation's own pair at k = 1).
+_SINGLE = f"{_PLD}test_single_release_matches_mpmath_hockey_stick"
+_SINGLE_DEFAULT = {"substitute": ("1.0-0.1-0.5", "0.5-0.02-3.0"),
+                   "add-remove": ("1.0-0.1-0.5", "0.5-0.02-3.0"),
+                   "substitute-legacy": ("3.0-0.3-0.2", "0.5-0.02-3.0")}
+SLOW_CASES_C3.update({
+    f"{_SINGLE}[{rel}-{point}]": (
+        tuple(f"{_SINGLE}[{rel}-{kept}]" for kept in _SINGLE_DEFAULT[rel]),
+        "an mpmath integral of the exact hockey stick and a PLD (~0.1 CPU-s). The guards check "
+        "the same relation's single release against mpmath, within the same bounds, at two "
+        "other (sigma, q, eps); this point runs under slow only.")
+    for rel in _SINGLE_DEFAULT
+    for point in ("1.0-0.01-0.01", "1.0-0.1-0.5", "0.7-0.05-1.0", "3.0-0.3-0.2", "0.5-0.02-3.0")
+    if point not in _SINGLE_DEFAULT[rel]})
 SLOW_CASES.update(SLOW_CASES_C3)

@@ -137,6 +137,7 @@ def test_banana_sigma_sq_default_and_fill():
         banana(2, sigma_sq=(1.0, -2.0))
 
 
+# (The tempered case is slow since stop 41: tests/suite_budget.py, with its guards.)
 @pytest.mark.parametrize("temperature", [1.0, 0.01])
 def test_banana_exact_posterior_transforms_to_gaussian(temperature):
     # 001 Thm 13: g^{-1}(theta) ~ N(mu, diag(var)) under the (tempered) posterior. Each
@@ -338,9 +339,19 @@ def test_logistic_regression():
     x = jnp.array([1.0, 2.0, -1.0, 1.0])
     z = 0.3 - 0.2 - 0.2
     np.testing.assert_allclose(float(model.log_likelihood(theta, x)), -np.log1p(np.exp(-z)), rtol=1e-12)
-    # The MLE on many records recovers theta_true (well-specified model).
+
+
+# slow (suite budget, stop 41: an optimisation over 20000 records, ~0.5 CPU-s): guard in default:
+# test_logistic_regression (the generator's records and labels, the likelihood's closed form) and
+# test_batch_functions_match_vmap[logistic-3d] (the batch functions and gradients this MLE
+# minimises, against vmap of that likelihood).
+@pytest.mark.slow
+def test_logistic_regression_mle_recovers_theta_true():
+    """The MLE on many records recovers theta_true (well-specified model)."""
     from scipy.optimize import minimize
 
+    model = logistic_regression(3, theta_true=(1.0, -2.0, 0.5))
+    data = np.asarray(generate_data(model, jax.random.key(18), 20000))
     dj = jnp.asarray(data)
     # Value and gradient in one compiled program.
     f = jax.jit(jax.value_and_grad(lambda t: -jnp.sum(model.log_likelihood_batch(t, dj))))
