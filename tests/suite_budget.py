@@ -146,10 +146,12 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
         "a program of every pass (~0.4 CPU-s). jax.nn.log_sigmoid is a jitted -softplus(-x): the "
         "guard's sub-jaxprs, through the same passes and checks."),
     "tests/models/test_user_models.py::test_builtin_under_rwmh[banana]": (
-        ("tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]",
+        ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
          "tests/models/test_user_models.py::test_builtin_batch_functions_equal_vmap[banana]"),
         "a chain program (~0.8 CPU-s). A built-in's unrolled forward pass in a chain is the first "
-        "guard's; the banana's unrolled batch function equals vmap in the second."),
+        "guard's (the logistic regression's clipped per-example ratios; the gaussian's rwmh run "
+        "is slow too since stop 41); the banana's unrolled batch function equals vmap in the "
+        "second."),
     "tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-hmc]": (
         ("tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-penalty]",
          "tests/models/test_user_models.py::test_fast_path_equals_vmap[custom_vjp]",
@@ -391,12 +393,15 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
         "default above it; the k = 400000 entry is checked under slow only."),
     "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=7.90569,b=1000]]": (
         ("tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
-         "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]"),
+         "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]",
+         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute]"),
         "a PLD search for an iteration count at noise multiplier 7.9 (~1 CPU-s). The first "
         "guard checks the same held max_iterations call (dp-sgld, eps = 2, the same search, the "
         "legacy value within tolerance and the default at most it) at noise multiplier 1.18; "
         "the second the held delta of the same release (sigma 7.906, q = 0.01) after 100000 "
-        "compositions. This entry's value is checked under slow only."),
+        "compositions; the third computes this very max_iterations call (both relations) and "
+        "checks it against its RDP and CLT starting points. Its comparison with the held value "
+        "runs under slow only."),
     "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
         ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
          "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
@@ -404,6 +409,18 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
         "same exact sampler and the same KS, moment and posterior-mean checks untempered; the "
         "second checks the tempered banana's exact-posterior density against the model's log "
         "posterior (temperature 0.02), a closed form. The tempered KS tests run under slow only."),
+    "tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]": (
+        ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
+         "tests/models/test_user_models.py::test_unknown_primitive_model_under_a_sampler",
+         "tests/models/test_user_models.py::test_builtin_batch_functions_equal_vmap[gaussian]",
+         "tests/models/test_user_models.py::test_forward_passes_take_the_rewrite[gaussian]"),
+        "an rwmh chain program (~0.85 CPU-s). A built-in's unrolled forward pass runs in a chain "
+        "in the first guard (the logistic regression's row-major batch functions, its clipped "
+        "per-example ratios); rwmh's own passes (the ratio and log-likelihood sums) run in a "
+        "chain in the second; the gaussian's unrolled batch function equals vmap in the third, "
+        "and the rewrite is taken inside the samplers' forward passes for it in the fourth. The "
+        "built-in gaussian under rwmh runs under slow only (with every built-in under every "
+        "sampler)."),
 }
 # The hockey-stick sweep against mpmath: two of the five (sigma, q, eps) points per relation stay
 # in the default run (the closed-form check of each relation's own pair at k = 1).
