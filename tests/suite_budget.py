@@ -394,14 +394,15 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
     "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=7.90569,b=1000]]": (
         ("tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
          "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]",
-         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute]"),
+         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute]",
+         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute-legacy]"),
         "a PLD search for an iteration count at noise multiplier 7.9 (~1 CPU-s). The first "
         "guard checks the same held max_iterations call (dp-sgld, eps = 2, the same search, the "
         "legacy value within tolerance and the default at most it) at noise multiplier 1.18; "
         "the second the held delta of the same release (sigma 7.906, q = 0.01) after 100000 "
-        "compositions; the third computes this very max_iterations call (both relations) and "
-        "checks it against its RDP and CLT starting points. Its comparison with the held value "
-        "runs under slow only."),
+        "compositions; the third and fourth compute this very max_iterations call (the default "
+        "and the legacy relation) and check it against its RDP and CLT starting points. Its "
+        "comparison with the held value runs under slow only."),
     "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
         ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
          "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
