@@ -146,10 +146,12 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
         "a program of every pass (~0.4 CPU-s). jax.nn.log_sigmoid is a jitted -softplus(-x): the "
         "guard's sub-jaxprs, through the same passes and checks."),
     "tests/models/test_user_models.py::test_builtin_under_rwmh[banana]": (
-        ("tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]",
+        ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
          "tests/models/test_user_models.py::test_builtin_batch_functions_equal_vmap[banana]"),
         "a chain program (~0.8 CPU-s). A built-in's unrolled forward pass in a chain is the first "
-        "guard's; the banana's unrolled batch function equals vmap in the second."),
+        "guard's (the logistic regression's clipped per-example ratios; the gaussian's rwmh run "
+        "is slow too since stop 41); the banana's unrolled batch function equals vmap in the "
+        "second."),
     "tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-hmc]": (
         ("tests/models/test_user_models.py::test_kitchen_sink_model_under_every_sampler[dp-penalty]",
          "tests/models/test_user_models.py::test_fast_path_equals_vmap[custom_vjp]",
@@ -176,11 +178,12 @@ SLOW_CASES_CORE: dict[str, tuple[tuple[str, ...], str]] = {
         "epsilon (second guard), so its attack is the first guard's."),
     "tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[minibatch-penalty]": (
         ("tests/runtime/test_driver_data_argument.py::test_sample_draws_equal_the_closure_path[dp-hmc]",
-         "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[minibatch-penalty]"),
+         "tests/runtime/test_driver_data_argument.py::test_compiled_run_holds_no_data_constant[dp-hmc]"),
         "the closure path's program, its rows as constants (~2 CPU-s). Draws read from a "
         "parameter equal those read from constants bit for bit through the same driver in the "
-        "first guard; minibatch-penalty's program holds no data-sized constant and takes the "
-        "rows as an entry parameter in the second."),
+        "first guard; the driver's program holds no data-sized constant and takes the data as "
+        "entry parameters in the second (minibatch-penalty's own case of that is slow since "
+        "stop 41: SLOW_CASES_C3)."),
 }
 # The PLD property tests' q = 0.001 twins, each guarded by its q >= 0.01 case and the held
 # reference value at q = 0.001.
@@ -485,3 +488,69 @@ SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
         "only."),
 }
 SLOW_CASES.update(SLOW_CASES_A3)
+
+# Stop 41's cut, part C (tests/models/, tests/runtime/, tests/accounting/): the same format.
+_DDA = "tests/runtime/test_driver_data_argument.py::"
+SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{_DDA}test_compiled_run_holds_no_data_constant[minibatch-penalty]": (
+        (f"{_DDA}test_compiled_run_holds_no_data_constant[dp-hmc]",
+         "tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]"),
+        "a chain program of its own (~2.5 CPU-s). That the data reach the compiled run as entry "
+        "parameters, never as constants, is the chain driver's (run_chains / compiled_chunk, the "
+        "same for every kernel): the first guard checks it on the HLO of dpmcmc.sample's "
+        "planned run (blocked layout, mask and float32 copy as parameters); minibatch-penalty "
+        "runs end to end through dpmcmc.sample in the second. The raw-array layout's HLO check "
+        "runs under slow only."),
+    "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=400000,eps=1]": (
+        ("tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]",),
+        "a composition of 400000 releases (~1.1 CPU-s). The guard checks the held value of the "
+        "same pair (sigma, q, eps) after 100000 releases, legacy within tolerance and the "
+        "default above it; the k = 400000 entry is checked under slow only."),
+    "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=7.90569,b=1000]]": (
+        ("tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
+         "tests/accounting/test_accounting_pld.py::test_reference_value[s=7.906,q=0.01,k=100000,eps=1]",
+         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute]",
+         "tests/accounting/test_accounting_budget.py::test_pld_guesses_bracket_the_answer[substitute-legacy]"),
+        "a PLD search for an iteration count at noise multiplier 7.9 (~1 CPU-s). The first "
+        "guard checks the same held max_iterations call (dp-sgld, eps = 2, the same search, the "
+        "legacy value within tolerance and the default at most it) at noise multiplier 1.18; "
+        "the second the held delta of the same release (sigma 7.906, q = 0.01) after 100000 "
+        "compositions; the third and fourth compute this very max_iterations call (the default "
+        "and the legacy relation) and check it against its RDP and CLT starting points. Its "
+        "comparison with the held value runs under slow only."),
+    "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
+        ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
+         "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
+        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard runs the "
+        "same exact sampler and the same KS, moment and posterior-mean checks untempered; the "
+        "second checks the tempered banana's exact-posterior density against the model's log "
+        "posterior (temperature 0.02), a closed form. The tempered KS tests run under slow only."),
+    "tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]": (
+        ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
+         "tests/models/test_user_models.py::test_unknown_primitive_model_under_a_sampler",
+         "tests/models/test_user_models.py::test_builtin_batch_functions_equal_vmap[gaussian]",
+         "tests/models/test_user_models.py::test_forward_passes_take_the_rewrite[gaussian]"),
+        "an rwmh chain program (~0.85 CPU-s). A built-in's unrolled forward pass runs in a chain "
+        "in the first guard (the logistic regression's row-major batch functions, its clipped "
+        "per-example ratios); rwmh's own passes (the ratio and log-likelihood sums) run in a "
+        "chain in the second; the gaussian's unrolled batch function equals vmap in the third, "
+        "and the rewrite is taken inside the samplers' forward passes for it in the fourth. The "
+        "built-in gaussian under rwmh runs under slow only (with every built-in under every "
+        "sampler)."),
+}
+# The hockey-stick sweep against mpmath: two of the five (sigma, q, eps) points per relation stay
+# in the default run (the closed-form check of each relation's own pair at k = 1).
+_SINGLE = f"{_PLD}test_single_release_matches_mpmath_hockey_stick"
+_SINGLE_DEFAULT = {"substitute": ("1.0-0.1-0.5", "0.5-0.02-3.0"),
+                   "add-remove": ("1.0-0.1-0.5", "0.5-0.02-3.0"),
+                   "substitute-legacy": ("3.0-0.3-0.2", "0.5-0.02-3.0")}
+SLOW_CASES_C3.update({
+    f"{_SINGLE}[{rel}-{point}]": (
+        tuple(f"{_SINGLE}[{rel}-{kept}]" for kept in _SINGLE_DEFAULT[rel]),
+        "an mpmath integral of the exact hockey stick and a PLD (~0.1 CPU-s). The guards check "
+        "the same relation's single release against mpmath, within the same bounds, at two "
+        "other (sigma, q, eps); this point runs under slow only.")
+    for rel in _SINGLE_DEFAULT
+    for point in ("1.0-0.01-0.01", "1.0-0.1-0.5", "0.7-0.05-1.0", "3.0-0.3-0.2", "0.5-0.02-3.0")
+    if point not in _SINGLE_DEFAULT[rel]})
+SLOW_CASES.update(SLOW_CASES_C3)

@@ -74,7 +74,9 @@ def _slow_only(entry):
     subsampled_gaussian_delta entries, the same legacy and default checks);
     max_iterations[dp-sgld, ε = 6]: guard in default: the ε = 2 entries at the same noise
     multipliers (the same PLD search, a shorter run); max_iterations[dp-sgnht]: guard in default:
-    the dp-sgld entries (dp-sgnht's accounting is dp-sgld's release, the same search)."""
+    the dp-sgld entries (dp-sgnht's accounting is dp-sgld's release, the same search). Since
+    stop 41 the ε = 2 entry at noise multiplier 7.9 (and the held k = 400000 delta of
+    test_accounting_pld.py) is slow as well: tests/suite_budget.py, SLOW_CASES_C3."""
     args = entry["args"]
     if entry["call"] == "subsampled_gaussian_delta":
         return True

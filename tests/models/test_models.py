@@ -47,9 +47,13 @@ MODELS = _models()
 def test_batch_functions_match_vmap(name):
     model = MODELS[name]
     k1, k2, k3 = jax.random.split(jax.random.fold_in(KEY, sorted(MODELS).index(name)), 3)
-    data = generate_data(model, k1, 257)
-    assert data.dtype == jnp.float64
-    def evaluate(theta):
+    # The data are drawn in the compiled program below (op by op, each generator compiles a
+    # program per operation: ~0.2 CPU-s a model), except the banana's, whose generator computes
+    # its mean in NumPy and so runs eagerly only.
+    eager = MODELS[name].metadata["family"] == "banana"
+    eager_data = generate_data(model, k1, 257) if eager else None
+
+    def evaluate(theta, data):
         return (
             jax.vmap(model.log_likelihood, (None, 0))(theta, data),
             jax.vmap(jax.grad(model.log_likelihood), (None, 0))(theta, data),
@@ -64,11 +68,13 @@ def test_batch_functions_match_vmap(name):
     # not one per operation (sample_prior runs eagerly in dpmcmc.sample's default start; the
     # unjitted batch function is checked below).
     @jax.jit
-    def thetas_and_values(a, b):
+    def thetas_and_values(a, b, k):
+        data = eager_data if eager else generate_data(model, k, 257)
         thetas = model.sample_prior(a, (5,)) * 0.5 + 0.3 * jax.random.normal(b, (5, model.dim))
-        return thetas, jax.vmap(evaluate)(thetas)
+        return data, thetas, jax.vmap(lambda t: evaluate(t, data))(thetas)
 
-    thetas, (ll_ref, g_ref, ll, g, ll_view, g_view, lp) = thetas_and_values(k2, k3)
+    data, thetas, (ll_ref, g_ref, ll, g, ll_view, g_view, lp) = thetas_and_values(k2, k3, k1)
+    assert data.dtype == jnp.float64
     assert ll.shape == (5, 257) and g.shape == (5, 257, model.dim)
     assert ll.dtype == jnp.float64 and g.dtype == jnp.float64
     np.testing.assert_allclose(ll, ll_ref, rtol=1e-12, atol=1e-10)
@@ -137,6 +143,7 @@ def test_banana_sigma_sq_default_and_fill():
         banana(2, sigma_sq=(1.0, -2.0))
 
 
+# (The tempered case is slow since stop 41: tests/suite_budget.py, with its guards.)
 @pytest.mark.parametrize("temperature", [1.0, 0.01])
 def test_banana_exact_posterior_transforms_to_gaussian(temperature):
     # 001 Thm 13: g^{-1}(theta) ~ N(mu, diag(var)) under the (tempered) posterior. Each
@@ -228,14 +235,17 @@ def tempered_gaussian():
     exact posterior's log density at 400 more draws."""
     model = gaussian(_GAUSS_COV, prior_mean=_GAUSS_PRIOR_MEAN, prior_cov=_GAUSS_PRIOR_COV,
                      temperature=_GAUSS_T)
-    data = generate_data(model, jax.random.key(10), 200)
     log_q = lambda t, d: jax.scipy.stats.multivariate_normal.logpdf(  # noqa: E731
         t, model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d))
-    out = jax.jit(lambda k, k2, d: (
-        model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
-        model.exact_posterior(k, d, 40000),
-        _model_and_sampler_log_densities(model, d, log_q, k2, 200)))(
-        jax.random.key(11), jax.random.key(9), data)
+
+    @jax.jit  # the data drawn in the same program (op by op, each draw compiles its operations)
+    def everything(k0, k, k2):
+        d = generate_data(model, k0, 200)
+        return d, (model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
+                   model.exact_posterior(k, d, 40000),
+                   _model_and_sampler_log_densities(model, d, log_q, k2, 200))
+
+    data, out = everything(jax.random.key(10), jax.random.key(11), jax.random.key(9))
     return model, data, out
 
 
@@ -262,7 +272,8 @@ def test_gaussian_posterior_closed_form_and_moments(tempered_gaussian):
 def test_gaussian_data_generator_moments():
     cov = correlated_covariance(0.999)
     model = gaussian(cov, prior_cov=100.0)
-    data = np.asarray(generate_data(model, jax.random.key(12), 50000))
+    # Drawn in one compiled program (op by op, each draw compiles its operations).
+    data = np.asarray(jax.jit(lambda k: generate_data(model, k, 50000))(jax.random.key(12)))
     np.testing.assert_allclose(data.mean(0), [0.0, 3.0], atol=0.03)
     np.testing.assert_allclose(np.corrcoef(data.T)[0, 1], 0.999, atol=5e-4)
 
@@ -285,15 +296,20 @@ def test_circle_log_likelihood_and_exact_posterior():
     model = circle(1e-3, temperature=0.5)
     theta = jnp.array([1.0, 2.0])
     np.testing.assert_allclose(float(model.log_likelihood(theta, jnp.array([3.0]))), -1e-3 * (5.0 - 9.0) ** 2)
-    data = generate_data(model, jax.random.key(13), 2000)
+    # The data, their posterior mean, the 20000 draws here and the density check's in one
+    # compiled program (op by op, each would compile its operations).
+    @jax.jit
+    def everything(k):
+        d = generate_data(model, k, 2000)
+        return d, model.metadata["posterior_mean"](d), (
+            model.exact_posterior(jax.random.key(14), d, 20000),
+            _model_and_sampler_log_densities(model, d, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
+                                             jax.random.key(15), 200))
+
+    data, pmean, (draws, (lp, lq)) = everything(jax.random.key(13))
     assert data.shape == (2000, 1)
     np.testing.assert_allclose(np.asarray(data).mean(), 3.0, atol=0.1)
-    np.testing.assert_allclose(model.metadata["posterior_mean"](data), [0.0, 0.0])
-    # The 20000 draws here and the density check's in one compiled program.
-    draws, (lp, lq) = jax.jit(lambda d: (
-        model.exact_posterior(jax.random.key(14), d, 20000),
-        _model_and_sampler_log_densities(model, d, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
-                                         jax.random.key(15), 200)))(data)
+    np.testing.assert_allclose(pmean, [0.0, 0.0])
     draws = np.asarray(draws)
     rho = (draws**2).sum(1)
     loc = np.mean(np.asarray(data)[:, 0] ** 2)
@@ -318,7 +334,8 @@ def test_circle_exact_density_normalised():
 
 def test_mixture_data_and_likelihood():
     model = gaussian_mixture()
-    data = np.asarray(generate_data(model, jax.random.key(17), 100000))
+    # Drawn in one compiled program (op by op, each draw compiles its operations).
+    data = np.asarray(jax.jit(lambda k: generate_data(model, k, 100000))(jax.random.key(17)))
     # x ~ 0.5 N(0, 2) + 0.5 N(1, 2): mean 0.5, variance 2 + 0.25.
     np.testing.assert_allclose(data.mean(), 0.5, atol=0.02)
     np.testing.assert_allclose(data.var(), 2.25, rtol=0.02)
@@ -331,16 +348,27 @@ def test_mixture_data_and_likelihood():
 
 def test_logistic_regression():
     model = logistic_regression(3, theta_true=(1.0, -2.0, 0.5))
-    data = np.asarray(generate_data(model, jax.random.key(18), 20000))
+    # Drawn in one compiled program (op by op, each draw compiles its operations).
+    data = np.asarray(jax.jit(lambda k: generate_data(model, k, 20000))(jax.random.key(18)))
     assert data.shape == (20000, 4)
     assert set(np.unique(data[:, 3])) == {0.0, 1.0}
     theta = jnp.array([0.3, -0.1, 0.2])
     x = jnp.array([1.0, 2.0, -1.0, 1.0])
     z = 0.3 - 0.2 - 0.2
     np.testing.assert_allclose(float(model.log_likelihood(theta, x)), -np.log1p(np.exp(-z)), rtol=1e-12)
-    # The MLE on many records recovers theta_true (well-specified model).
+
+
+# slow (suite budget, stop 41: an optimisation over 20000 records, ~0.5 CPU-s): guard in default:
+# test_logistic_regression (the generator's records and labels, the likelihood's closed form) and
+# test_batch_functions_match_vmap[logistic-3d] (the batch functions and gradients this MLE
+# minimises, against vmap of that likelihood).
+@pytest.mark.slow
+def test_logistic_regression_mle_recovers_theta_true():
+    """The MLE on many records recovers theta_true (well-specified model)."""
     from scipy.optimize import minimize
 
+    model = logistic_regression(3, theta_true=(1.0, -2.0, 0.5))
+    data = np.asarray(generate_data(model, jax.random.key(18), 20000))
     dj = jnp.asarray(data)
     # Value and gradient in one compiled program.
     f = jax.jit(jax.value_and_grad(lambda t: -jnp.sum(model.log_likelihood_batch(t, dj))))

@@ -277,7 +277,7 @@ def test_forward_passes_take_the_rewrite(name, builtin_models, data):
         model, x = builtin_models[name]
         if name == "gaussian":
             model = models.gaussian(np.eye(10))  # a 10-term inner product per row
-            x = np.asarray(models.generate_data(model, jax.random.key(3), N))
+            x = np.random.default_rng(3).normal(size=(N, 10))  # traced only: its shape is read
     else:
         model, x = _model(name), data
     x = jnp.asarray(x)
@@ -363,7 +363,8 @@ def _run(model, x, algo):
 # The kitchen sink under rwmh and dp-barker is slow-only as well: rwmh's passes are the
 # unclipped ratio and log-likelihood sums, which the kitchen sink meets inside a chain under
 # dp-penalty (and test_fast_path_equals_vmap checks on each of its parts), and
-# rwmh itself runs in the default suite on four built-ins (test_builtin_under_rwmh);
+# rwmh itself runs in the default suite on a user model (test_unknown_primitive_model_under_a_
+# sampler; the built-ins under rwmh, test_builtin_under_rwmh, are slow since stop 41);
 # dp-barker's pass (clipped per-example ratios of a minibatch) is minibatch-penalty's, run by
 # logistic[minibatch-penalty] (a custom_jvp sub-jaxpr), its per-row values on every battery
 # model being test_fast_path_equals_vmap's forward block pass.
@@ -413,8 +414,20 @@ def builtin_models():
         "circle": models.circle(),
         "mixture": models.gaussian_mixture(),
     }
-    return {k: (m, np.asarray(models.generate_data(m, jax.random.key(3), N)))
-            for k, m in built.items()}
+    # Records of each model's shape and support drawn with NumPy: the tests below compare the
+    # fast path with vmap on them and run chains on them, reading nothing of their law (the
+    # generators' laws are test_models.py's). The generators run op by op: ~1 CPU-s of small
+    # programs compiled for data these tests do not need them for.
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(N, D))
+    records = {
+        "logistic": np.column_stack([x, rng.uniform(size=N) < 1.0 / (1.0 + np.exp(-x.sum(1)))]),
+        "gaussian": rng.normal(size=(N, D)),
+        "banana": np.array([0.0, 3.0]) + rng.normal(size=(N, D)) * np.sqrt([20.0, 2.5]),
+        "circle": rng.normal(3.0, 1.0, size=(N, 1)),
+        "mixture": rng.normal(0.5, 1.5, size=(N, 1)),
+    }
+    return {k: (m, records[k].astype(np.float64)) for k, m in built.items()}
 
 
 @pytest.mark.parametrize("algo", _samplers(_LOGISTIC_SLOW))  # split: see _KITCHEN_SLOW
@@ -425,8 +438,8 @@ def test_logistic_regression_under_every_sampler(algo, builtin_models):
 
 # circle and mixture are slow-only: their unrolled batch functions equal vmap in
 # test_builtin_batch_functions_equal_vmap, and the in-chain run of a built-in's unrolled forward
-# pass is guarded by the gaussian and banana cases (and the logistic runs above). (banana is
-# slow too since stop 38: tests/suite_budget.py.)
+# pass is guarded by the logistic runs above. (banana is slow too since stop 38, gaussian since
+# stop 41: tests/suite_budget.py, with their guards.)
 @pytest.mark.parametrize("name", ["gaussian", "banana", pytest.param("circle", marks=pytest.mark.slow),
                                   pytest.param("mixture", marks=pytest.mark.slow)])
 def test_builtin_under_rwmh(name, builtin_models):

@@ -114,6 +114,7 @@ def rwmh_kernel():
 
 
 CHAINS, ITERS = 40, 200
+SINGLE = 50  # iterations of the single-chain runs compared with the batched one
 
 
 def test_chains_are_independent_and_match_single_chain_runs():
@@ -124,17 +125,19 @@ def test_chains_are_independent_and_match_single_chain_runs():
                         chunk_size=iters, cache_key=cache_key)
     pos = np.asarray(pos)
     # Chain c is exactly the single-chain run with key split(key, chains)[c] (its init and each
-    # step jitted: one program each, not one per operation).
+    # step jitted: one program each, not one per operation), over its first SINGLE iterations:
+    # step t's key is fold_in(chain key, t) at every t, so a longer prefix adds Python-loop
+    # dispatches (~1 ms each), not a different computation.
     keys = jax.random.split(key, chains)
     init = jax.jit(kernel.init)
     step = jax.jit(lambda k, t, s: kernel.step(jax.random.fold_in(k, t), s, data))
     for c in (0, 17):
         state = init(jnp.zeros(2), data)
         single = []
-        for t in range(iters):
+        for t in range(SINGLE):
             state, _ = step(keys[c], jnp.uint32(t), state)
             single.append(np.asarray(state.position))
-        np.testing.assert_allclose(np.stack(single), pos[c], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(np.stack(single), pos[c, :SINGLE], rtol=1e-12, atol=1e-14)
     # Identical starting points, yet the chains differ, and increments of different chains are
     # uncorrelated: |Pearson r| of chain 0 vs chain c over 199 increments, Bonferroni over 39
     # pairs at family false-alarm rate 1e-3.
