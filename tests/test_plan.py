@@ -43,15 +43,31 @@ def test_readme_example_at_small_budget_warns_in_plain_words():
     assert good.ok and good.iterations >= 100 and good.noise[0].ratio > 0.5
 
 
+def _penalty_plan(n, ps, tau):
+    return dpmcmc.plan(_flat_model(), n, "dp-penalty", iterations=2000, delta=1e-6, tau=tau, clip=1.0,
+                       proposal_std=ps)
+
+
 def test_penalty_noise_figure_is_the_mechanism_s():
+    # The plan's σ per unit of move length is the mechanism's closed form 2τ√n·C (n = 100,
+    # τ = 0.5, C = 1): the released ratio's noise sd for a move of length |Δθ| is 2τ√n·C·|Δθ|,
+    # which tests/audit/test_audit.py::test_audit_tap_leaves_the_chain_unchanged[dp-penalty]
+    # reads off the sampler's own release, bit for bit. That a chain's measured acceptance
+    # agrees is test_penalty_noise_figure_gives_the_measured_acceptance (slow: suite budget).
+    n, ps, tau = 100, 0.3, 0.5
+    p = _penalty_plan(n, ps, tau)
+    assert p.noise[0].noise_sd / ps == pytest.approx(2 * tau * math.sqrt(n) * 1.0, rel=1e-12)
+
+
+# slow: tests/suite_budget.py (SLOW_CASES_B3) names its guards.
+def test_penalty_noise_figure_gives_the_measured_acceptance():
     # The plan's σ per unit of move length must be the sampler's: on a flat target the measured
     # acceptance equals E_z[2Φ(−σ₁·s|z|/2)] with σ₁ = σ_plan / s, s = proposal_std (dim 1, z ~ N(0,1)).
     # 4 × 2000 flags: binomial sd ≤ 0.0056; tolerance 5 sd (false alarm < 1e-6). A σ off by
     # 25 % moves the expectation by more than 0.04.
     n, ps, tau = 100, 0.3, 0.5
     data = np.zeros((n, 1))
-    p = dpmcmc.plan(_flat_model(), n, "dp-penalty", iterations=2000, delta=1e-6, tau=tau, clip=1.0,
-                    proposal_std=ps)
+    p = _penalty_plan(n, ps, tau)
     sigma1 = p.noise[0].noise_sd / ps
     assert sigma1 == pytest.approx(2 * tau * math.sqrt(n) * 1.0)
     z = np.random.default_rng(0).standard_normal(400_000)

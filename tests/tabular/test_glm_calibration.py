@@ -32,6 +32,7 @@ def test_linear_residual_sd_inferred_is_calibrated():
     assert np.median(cv["width"]) < 1.0
 
 
+# slow: tests/suite_budget.py (SLOW_CASES_B3) names its guards.
 def test_poisson_under_its_cap_is_calibrated():
     """Poisson counts under a declared cap they almost never reach (C = 10, rates ≤ 4.1:
     calibration.COUNT_CAPS), fitted at points projected onto log rates ≤ log(C + 1): the
