@@ -420,13 +420,15 @@ SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
         "of the claim on the calibrated fit (first guard: its power), and the audit flags a "
         "kernel whose noise source scales the noise by 0.3 (second, dp-penalty). The GLM's own "
         "noise x 0.3 flag runs under -m slow only."),
-    "tests/test_plan.py::test_penalty_noise_figure_gives_the_measured_acceptance": (
-        ("tests/test_plan.py::test_penalty_noise_figure_is_the_mechanism_s",
-         "tests/audit/test_audit.py::test_audit_tap_leaves_the_chain_unchanged[dp-penalty]"),
-        "a 4 x 2000 chain whose acceptance is compared with its law (~1.3 CPU-s). The plan's "
-        "noise figure is 2τ√n·C per unit of move (first guard) and the sampler's release has "
-        "σ = 2τ√n·C·|Δθ|, read off its tap bit for bit (second). The chain's acceptance law runs "
-        "under -m slow only."),
+    "tests/tabular/test_tabular.py::test_glm_sampler_path_uses_the_defaults_and_warms_up": (
+        ("tests/tabular/test_tabular.py::test_glm_sampler_path_passes_the_defaults_and_a_warm_up_to_sample",
+         "tests/test_plan.py::test_plan_and_sample_share_one_planner_in_every_mode[False]",
+         "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),
+        "a warm-up and a chain program of their own (~1.1-2 CPU-s). The table path hands "
+        "dpmcmc.sample the rule-derived τ, clip and proposal and warmup='auto', whose plan warms "
+        "up for half the iterations (first guard); what sample runs is its plan (second); the "
+        "table path's run keeps the draws' shape it asks for (third). The warm-up run on a table "
+        "runs under -m slow only."),
     f"{_RNG}test_uniform_ks": (_RNG_GUARDS, _RNG_WHY.format(
         cost="two 10⁵-draw programs, ~0.5 CPU-s", what="Kolmogorov-Smirnov against U(0, 1)")),
     f"{_RNG}test_uniform_uses_all_mantissa_bits": (_RNG_GUARDS, _RNG_WHY.format(
