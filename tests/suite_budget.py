@@ -46,8 +46,8 @@ SLOW_CASES: dict[str, tuple[tuple[str, ...], str]] = {
     "tests/audit/test_audit_barker.py::test_miscalibrated_barker_is_flagged[noise-x0.3]": (
         ("tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
          "tests/audit/test_audit_barker.py::test_claim_is_the_default_accountant_and_the_smallest_batch"),
-        "an audit program (~5 CPU-s). The flagging pipeline is the same; DP Barker's calibrated "
-        "audit stays."),
+        "an audit program (~5 CPU-s). The flagging pipeline is the same; DP Barker's audit "
+        "configuration (its claim, the smallest batch) stays."),
     "tests/runtime/test_driver.py::test_chunking_does_not_change_draws[rwmh-chunks0]": (
         ("tests/runtime/test_chunk_cache.py::test_the_cache_changes_no_draw_at_any_chunk_size",),
         "two chunk programs (~3 CPU-s). The guard runs a private sampler in chunks of 5 of 24 "
@@ -204,9 +204,9 @@ SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
         "dp-sgld's own (its kernel attains the design's dominating pair, the statistic is that "
         "pair's exact log likelihood ratio, its tap leaves the chain unchanged) stays."),
     "tests/audit/test_audit_subsampled.py::test_cli_audit_dp_sgld_json": (
-        ("tests/audit/test_audit_barker.py::test_cli_audit_dp_barker_json",),
+        ("tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",),
         "reads the audit above (its cost). The CLI prints the AuditResult of dpmcmc.audit.audit "
-        "as JSON in DP Barker's case, through the same command."),
+        "as JSON in the noise-aware GLM's case, through the same command."),
     "tests/samplers/test_sgld.py::test_sgld_info_and_noise_scale": (
         ("tests/samplers/test_samplers_registry.py::test_subsampled_kernels_draw_the_sigma_of_their_release_event",
          "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
@@ -554,3 +554,79 @@ SLOW_CASES_C3.update({
     for point in ("1.0-0.01-0.01", "1.0-0.1-0.5", "0.7-0.05-1.0", "3.0-0.3-0.2", "0.5-0.02-3.0")
     if point not in _SINGLE_DEFAULT[rel]})
 SLOW_CASES.update(SLOW_CASES_C3)
+
+
+# Stop 41's cut, part B (the top-level test files, tests/tabular and tests/audit): long
+# statistical tests moved to slow, each with a default-run guard on the same code path.
+_RNG = "tests/test_secure_rng.py::"
+_RNG_GUARDS = (f"{_RNG}test_vectorised_block_matches_reference", f"{_RNG}test_keystream_rfc_2_4_2",
+               f"{_RNG}test_uniform_construction_is_exact",
+               f"{_RNG}test_normal_construction_is_inversion_on_open_grid",
+               f"{_RNG}test_split_and_fold_in_follow_documented_derivation")
+_RNG_WHY = ("a Monte Carlo check of the law of the secure generator's output ({cost}). In the default "
+            "run ChaCha20 is the RFC 8439 function bit for bit (RFC vectors, and an independent "
+            "reference on arbitrary keys, nonces and counters), every derived key and stream is the "
+            "documented ChaCha20 call, and the uniforms and normals are exactly the documented "
+            "functions of its words (all mantissa bits, the inverse normal CDF on the open grid): "
+            "the guards. The law of the output ({what}) is checked under -m slow only.")
+SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/tabular/test_glm_calibration.py::test_poisson_under_its_cap_is_calibrated": (
+        ("tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated",
+         "tests/tabular/test_glm_calibration.py::test_coverage_detects_an_overconfident_posterior",
+         "tests/tabular/test_tabular.py::test_poisson_bad_cap_is_refused_naming_it_before_any_budget[declared0]"),
+        "a calibration study of 60 Poisson tables, one program of its own (~5-6.5 CPU-s). The "
+        "default run keeps the cheapest family's calibration through the same simulate-fit-cover "
+        "pipeline and default path (linear, first guard), the checker failing an overconfident "
+        "posterior (second) and the Poisson cap's refusal before any budget (third; the Poisson "
+        "fit's projection and sensitivity are tests/samplers/test_noise_aware_glm.py's). Poisson "
+        "coverage runs under -m slow only, with the rest of the grid (test_calibrated_on_more_cases)."),
+    "tests/audit/test_audit_barker.py::test_calibrated_barker_passes": (
+        ("tests/audit/test_audit_barker.py::test_claim_is_the_default_accountant_and_the_smallest_batch",
+         "tests/audit/test_audit_barker.py::test_noiseless_releases_are_the_assumed_means_and_variances",
+         "tests/audit/test_audit_barker.py::test_statistic_is_the_exact_log_likelihood_ratio",
+         "tests/audit/test_audit_barker.py::test_audit_tap_leaves_the_chain_unchanged",
+         "tests/audit/test_audit.py::test_calibrated_sampler_passes_and_audit_has_power[dp-penalty]"),
+        "DP Barker's calibrated audit, 5·10⁴ runs compiled at level 1 (~4.5 CPU-s). What is DP "
+        "Barker's own stays in the default run: its claim is the default accountant's at the "
+        "smallest batch (first guard), its kernel releases exactly the means and variances the "
+        "statistic assumes (second), the statistic is their exact log likelihood ratio (third), "
+        "the tap leaves the chain unchanged (fourth); the audit's runner, tests and claim check "
+        "are dp-penalty's calibrated audit's (fifth). Barker's own empirical lower bound runs "
+        "under -m slow only, as dp-sgld's, dp-sgnht's and minibatch-penalty's do."),
+    "tests/audit/test_audit_barker.py::test_cli_audit_dp_barker_json": (
+        ("tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",),
+        "reads DP Barker's calibrated audit above (its cost). The CLI prints the AuditResult of "
+        "dpmcmc.audit.audit as JSON in the noise-aware GLM's audit, through the same command."),
+    "tests/audit/test_audit_glm.py::test_miscalibrated_glm_is_flagged": (
+        ("tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",
+         "tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]"),
+        "an audit of its own (~1.2 CPU-s). The GLM audit's pair and statistic reach at least 0.6 "
+        "of the claim on the calibrated fit (first guard: its power), and the audit flags a "
+        "kernel whose noise source scales the noise by 0.3 (second, dp-penalty). The GLM's own "
+        "noise x 0.3 flag runs under -m slow only."),
+    "tests/tabular/test_tabular.py::test_glm_sampler_path_uses_the_defaults_and_warms_up": (
+        ("tests/tabular/test_tabular.py::test_glm_sampler_path_passes_the_defaults_and_a_warm_up_to_sample",
+         "tests/test_plan.py::test_plan_and_sample_share_one_planner_in_every_mode[False]",
+         "tests/tabular/test_tabular.py::test_cli_sample_round_trip[t.csv]"),
+        "a warm-up and a chain program of their own (~1.1-2 CPU-s). The table path hands "
+        "dpmcmc.sample the rule-derived τ, clip and proposal and warmup='auto', whose plan warms "
+        "up for half the iterations (first guard); what sample runs is its plan (second); the "
+        "table path's run keeps the draws' shape it asks for (third). The warm-up run on a table "
+        "runs under -m slow only."),
+    f"{_RNG}test_uniform_ks": (_RNG_GUARDS, _RNG_WHY.format(
+        cost="two 10⁵-draw programs, ~0.5 CPU-s", what="Kolmogorov-Smirnov against U(0, 1)")),
+    f"{_RNG}test_uniform_uses_all_mantissa_bits": (_RNG_GUARDS, _RNG_WHY.format(
+        cost="test_uniform_ks's programs, ~0.4 CPU-s",
+        what="the lowest grid bit a fair coin in 10⁵ draws")),
+    f"{_RNG}test_normal_goodness_of_fit_and_moments": (_RNG_GUARDS, _RNG_WHY.format(
+        cost="two 10⁵-draw programs, ~0.7 CPU-s", what="KS, Cramér-von Mises, moments, tails")),
+    f"{_RNG}test_split_streams_are_uncorrelated": (_RNG_GUARDS + (f"{_RNG}test_derived_keys_are_all_distinct",), _RNG_WHY.format(
+        cost="a 2·10⁴-draw program, 12 streams, ~0.7 CPU-s",
+        what="the pairwise and lag-1 correlations of sibling streams")),
+    f"{_RNG}test_bits_are_balanced": (_RNG_GUARDS, _RNG_WHY.format(
+        cost="a 10⁵-word program, ~0.2 CPU-s", what="each bit position set half the time")),
+    f"{_RNG}test_permutation_is_uniform": (_RNG_GUARDS + (f"{_RNG}test_backend_neutral_helpers_dispatch",), _RNG_WHY.format(
+        cost="a vmapped permutation program over 24 000 keys, ~0.6-0.9 CPU-s",
+        what="all 24 orders of 4 items equally likely; a permutation of 7 is one in the last guard")),
+}
+SLOW_CASES.update(SLOW_CASES_B3)

@@ -44,22 +44,16 @@ def test_readme_example_at_small_budget_warns_in_plain_words():
 
 
 def test_penalty_noise_figure_is_the_mechanism_s():
-    # The plan's σ per unit of move length must be the sampler's: on a flat target the measured
-    # acceptance equals E_z[2Φ(−σ₁·s|z|/2)] with σ₁ = σ_plan / s, s = proposal_std (dim 1, z ~ N(0,1)).
-    # 4 × 2000 flags: binomial sd ≤ 0.0056; tolerance 5 sd (false alarm < 1e-6). A σ off by
-    # 25 % moves the expectation by more than 0.04.
+    # The plan's σ per unit of move length is the mechanism's closed form 2τ√n·C (n = 100,
+    # τ = 0.5, C = 1): the released ratio's noise sd for a move of length |Δθ| is 2τ√n·C·|Δθ|,
+    # which tests/audit/test_audit.py::test_audit_tap_leaves_the_chain_unchanged[dp-penalty]
+    # reads off the sampler's own release, bit for bit. That a chain's measured acceptance
+    # agrees is checked on test_plan_does_not_depend_on_the_data's run (this model and these
+    # settings: one chain program serves both).
     n, ps, tau = 100, 0.3, 0.5
-    data = np.zeros((n, 1))
     p = dpmcmc.plan(_flat_model(), n, "dp-penalty", iterations=2000, delta=1e-6, tau=tau, clip=1.0,
                     proposal_std=ps)
-    sigma1 = p.noise[0].noise_sd / ps
-    assert sigma1 == pytest.approx(2 * tau * math.sqrt(n) * 1.0)
-    z = np.random.default_rng(0).standard_normal(400_000)
-    expected = float(np.mean(2 * ndtr(-sigma1 * ps * np.abs(z) / 2)))
-    res = dpmcmc.sample(_flat_model(), data, "dp-penalty", iterations=2000, delta=1e-6, chains=4,
-                        key=jax.random.key(3), progress=False, tau=tau, clip=1.0, proposal_std=ps)
-    rate = float(np.mean(res.released.accepted))
-    assert abs(rate - expected) < 5 * math.sqrt(expected * (1 - expected) / 8000), (rate, expected)
+    assert p.noise[0].noise_sd / ps == pytest.approx(2 * tau * math.sqrt(n) * 1.0, rel=1e-12)
 
 
 def test_sample_refuses_a_plan_that_cannot_move_unless_forced():
@@ -85,7 +79,7 @@ def test_sample_refuses_a_plan_that_cannot_move_unless_forced():
 # itself. In the default run, sample's plan is dpmcmc.plan's in every mode, forced included
 # (test_plan_and_sample_share_one_planner_in_every_mode: a forced plan is said so by a
 # PlanWarning), and a run does its plan's iterations whatever warnings the plan gives
-# (tests/tabular/test_tabular.py::test_glm_sampler_path_uses_the_defaults_and_warms_up).
+# (tests/test_api.py::test_result_parts_and_report: ε = 30, warned, runs the iterations it bought).
 @pytest.mark.slow
 def test_a_forced_plan_that_cannot_move_runs_as_planned():
     model = _flat_model(2)
@@ -130,15 +124,27 @@ def test_a_run_length_the_user_fixed_is_not_warned_about():
 
 
 def test_plan_does_not_depend_on_the_data():
-    # The model, sizes, parameters and key kind of test_penalty_noise_figure_is_the_mechanism_s's
-    # run, and a run length in its compiled chunk's bucket (runtime.driver.chunk_length): both
-    # runs are that chain program, the data its argument.
+    # test_penalty_noise_figure_is_the_mechanism_s's model, sizes and parameters (n = 100,
+    # τ = 0.5, C = 1, s = 0.3): both runs are one chain program, the data its argument.
+    n, ps, tau = 100, 0.3, 0.5
     model = _flat_model(1)
-    kw = dict(iterations=1900, delta=1e-6, chains=4, progress=False, tau=0.5, clip=1.0,
-              proposal_std=0.3, key=jax.random.key(4))
-    a = dpmcmc.sample(model, np.zeros((100, 1)), "dp-penalty", **kw)
-    b = dpmcmc.sample(model, np.random.default_rng(1).normal(size=(100, 1)) * 100, "dp-penalty", **kw)
+    kw = dict(iterations=1900, delta=1e-6, chains=4, progress=False, tau=tau, clip=1.0,
+              proposal_std=ps, key=jax.random.key(4))
+    a = dpmcmc.sample(model, np.zeros((n, 1)), "dp-penalty", **kw)
+    b = dpmcmc.sample(model, np.random.default_rng(1).normal(size=(n, 1)) * 100, "dp-penalty", **kw)
     assert a.plan.to_dict() == b.plan.to_dict() and a.plan.ok
+    # The plan's σ per unit of move length is the sampler's: on this flat target the measured
+    # acceptance equals E_z[2Φ(−σ₁·s|z|/2)] with σ₁ = σ_plan / s (dim 1, z ~ N(0,1)).
+    # 4 × 1900 flags: binomial sd ≤ 0.0058; tolerance 5 sd (false alarm < 1e-6). A σ off by
+    # 25 % moves the expectation by more than 0.04.
+    sigma1 = a.plan.noise[0].noise_sd / ps
+    assert sigma1 == pytest.approx(2 * tau * math.sqrt(n) * 1.0)
+    z = np.random.default_rng(0).standard_normal(400_000)
+    expected = float(np.mean(2 * ndtr(-sigma1 * ps * np.abs(z) / 2)))
+    flags = np.asarray(a.released.accepted)
+    assert flags.size == 4 * 1900
+    rate = float(np.mean(flags))
+    assert abs(rate - expected) < 5 * math.sqrt(expected * (1 - expected) / flags.size), (rate, expected)
     # A short run gets advice, not a warning (the plan sample makes is dpmcmc.plan's:
     # test_plan_and_sample_share_one_planner_in_every_mode).
     short = dpmcmc.plan(model, 100, "dp-penalty", iterations=20, delta=1e-6, chains=4, tau=0.5,

@@ -431,6 +431,8 @@ def test_backend_neutral_helpers_dispatch():
 
 # ---------------------------------------------------------------------------------------------
 # Statistics (fixed keys; false-alarm rates are for a random key)
+# All slow (suite budget): tests/suite_budget.py (SLOW_CASES_B3) names their default-run guards,
+# the exact checks of ChaCha20 and of the constructions above.
 
 N_STAT = 100_000
 

@@ -290,8 +290,8 @@ def test_argument_errors_name_the_argument():
 
 # ------------------------------------------------------------------ the CLI
 
-# slow (suite budget): the CLI's audit JSON is checked in the default run on DP Barker's audit
-# (test_audit_barker.py::test_cli_audit_dp_barker_json).
+# slow (suite budget): the CLI's audit JSON is checked in the default run on the noise-aware
+# GLM's audit (test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power).
 @pytest.mark.slow
 @pytest.mark.xla_optimized  # its audit is the calibrated dp-hmc one (fixture cli_hmc): 2·10⁵ runs
 def test_cli_audit_json(cli_hmc):

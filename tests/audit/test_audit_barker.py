@@ -106,33 +106,48 @@ def test_statistic_is_the_exact_log_likelihood_ratio():
     m_prime = -2.0 * np.sign(theta_new - theta)[:, 0] / math.sqrt(b)
     expected = np.sum(stats.norm.logpdf(y, 0.0, 1.0)
                       - stats.norm.logpdf(y, m_prime, math.sqrt(1.0 + 4.0 / b**2)))
-    assert float(ENTRY.release_statistic(taps, p, b)) == pytest.approx(expected, rel=1e-12)
+    # One compiled program (evaluated op by op, each of its operations compiles one of its own).
+    got = float(jax.jit(lambda t: ENTRY.release_statistic(t, p, b))(taps))
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.fixture(scope="module")
 def calibrated():
     """The calibrated audit (ε = 3, δ = 1e-5: the CLI's defaults; --seed s is
-    jax.random.key(s)), run once through the CLI: (its printed JSON, its AuditResult). The claim,
-    calibrated and CLI tests read it (one audit program, ~3 CPU-s, instead of three)."""
+    jax.random.key(s)), run once through the CLI: (its printed JSON, its AuditResult). The
+    calibrated and CLI tests read it (one audit program, ~4.5 CPU-s, instead of two); both are
+    slow (suite budget: tests/suite_budget.py, SLOW_CASES_B3)."""
     return cli_audit("dp-barker", "--trials", str(FAST_TRIALS), "--seed", "401")
 
 
-@pytest.mark.xla_optimized  # its audit is the calibrated one (fixture): 5·10⁴ runs at level 1
-def test_claim_is_the_default_accountant_and_the_smallest_batch(calibrated):
-    res = calibrated[1]
-    assert res.n == res.params["batch_size"] == 104
-    direct = accounting.spent("dp-barker", res.iterations, DELTA, res.n, chains=1, accountant="rdp-direct",
-                              batch_size=res.n)
-    assert res.epsilon_claimed == pytest.approx(direct.epsilon, rel=1e-12)
-    assert res.epsilon_claimed <= EPSILON
-    smaller = accounting.spent("dp-barker", res.iterations, DELTA, res.n - 2, chains=1,
-                               accountant="rdp-direct", batch_size=res.n - 2)
-    assert smaller.epsilon > EPSILON  # the next smaller even batch would claim too much
+def test_claim_is_the_default_accountant_and_the_smallest_batch():
+    """The audit's configuration at the CLI's defaults (ε = 3, δ = 1e-5): its claim is DP
+    Barker's default accountant (rdp-direct) at the audit's iterations, and the design's batch
+    (n = b = 104, half 52: test_design_is_cancelling_and_far) is the smallest even one whose claim
+    is at most ε, the one the audit's integer scale search must pick. That the calibrated audit's
+    own result carries this claim and n is test_calibrated_barker_passes's (slow: suite budget)."""
+    assert accounting.supported_accountants("dp-barker")[0] == "rdp-direct"
+    _, p = _prepared(52)
+    assert p["batch_size"] == 104 and ENTRY.iterations == 8
+
+    def claim(b):
+        return accounting.spent("dp-barker", ENTRY.iterations, DELTA, b, chains=1,
+                                accountant="rdp-direct", batch_size=b).epsilon
+
+    assert claim(104) <= EPSILON
+    assert claim(102) > EPSILON  # the next smaller even batch would claim too much
 
 
 @pytest.mark.xla_optimized  # a long chain: compiled at XLA level 1 (tests/conftest.py)
 def test_calibrated_barker_passes(calibrated):
     res = calibrated[1]
+    # The claim is the default accountant's at the smallest batch (test_claim_is_the_default_
+    # accountant_and_the_smallest_batch): this audit's result carries it.
+    assert res.n == res.params["batch_size"] == 104 and res.iterations == ENTRY.iterations
+    direct = accounting.spent("dp-barker", res.iterations, DELTA, res.n, chains=1, accountant="rdp-direct",
+                              batch_size=res.n)
+    assert res.epsilon_claimed == pytest.approx(direct.epsilon, rel=1e-12)
+    assert res.epsilon_claimed <= EPSILON
     assert res.trials == FAST_TRIALS and res.miscalibration is None
     assert res.all_clipped >= 0.95
     assert 0.45 <= res.epsilon_lower <= res.epsilon_claimed

@@ -13,6 +13,8 @@ reproducible). The miscalibrated variants gave ε_lower 4.3–7.2 on 2·10⁵ ru
 minibatch-penalty's under-counted sensitivity 4.19 ± 0.20 at the 10⁵ runs of its fast test.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,62 +39,48 @@ EPSILON = 3.0
 DELTA = 1e-5
 
 
-def _stepper(algorithm, scale, tapped=True, noise=None):
-    """``(params, run)``: one jitted step of the (tapped or plain) kernel, and
-    ``run(data, iterations, key)`` stepping it: both data sets are arguments of the same
-    compiled step, so a test that runs it on D and D' compiles it once."""
+@functools.lru_cache(maxsize=None)
+def _both(algorithm):
+    """``(params, run)`` for ``algorithm``'s audit configuration at scale 1 with its noise scaled
+    down to 1e-9 (testing hook): ``run(data, iterations, key)`` steps the tapped and the plain
+    kernel side by side in ONE compiled step, the data its argument, and returns each
+    iteration's ``(tapped state, tapped info, taps, plain state, plain info)``. One program per
+    algorithm serves the tap test (the two kernels compared bit for bit) and the design checks
+    (the tapped releases on D and D', which with almost no noise take exactly the values the
+    statistic assumes), instead of one each."""
     entry = AUDITS[algorithm]
     design = entry.design()
     spec = ALGORITHMS[algorithm]
-    p = spec.prepare(entry.params(scale), design.model, SUBSAMPLED_N)
-    if tapped:
-        kernel = entry.tapped(design.model, p, noise)
-        step = jax.jit(kernel.transition)
-    else:
-        kernel = spec.build(design.model, p, noise=noise)
-        step = jax.jit(kernel.step)
+    p = spec.prepare(entry.params(1.0), design.model, SUBSAMPLED_N)
+    noise = NoiseSource(noise_scale=1e-9)
+    tapped, plain = entry.tapped(design.model, p, noise), spec.build(design.model, p, noise=noise)
+
+    @jax.jit
+    def both(k, s_t, s_p, data):
+        s_t, info_t, taps = tapped.transition(k, s_t, data)
+        s_p, info_p = plain.step(k, s_p, data)
+        return s_t, info_t, taps, s_p, info_p
 
     def run(data, iterations, key):
-        s = kernel.init(design.theta0, data)
+        s_t, s_p = tapped.init(design.theta0, data), plain.init(design.theta0, data)
         out = []
         for t in range(iterations):
-            if tapped:
-                s, info, taps = step(jax.random.fold_in(key, t), s, data)
-                out.append((s, (info, taps)))
-            else:
-                s, info = step(jax.random.fold_in(key, t), s, data)
-                out.append((s, info))
+            step = both(jax.random.fold_in(key, t), s_t, s_p, data)
+            s_t, s_p = step[0], step[3]
+            out.append(step)
         return out
 
     return p, run
 
 
-def _steps(algorithm, data, scale, iterations, key, tapped=True, noise=None):
-    p, run = _stepper(algorithm, scale, tapped, noise)
-    return p, run(data, iterations, key)
-
-
-# The tapped and the plain kernel step in ONE compiled program (one compilation instead of two,
-# and one program rounds both alike at level 0): any difference in what they compute (keys,
-# noise, clipping, acceptance) still shows in the positions, compared bit for bit.
+# The tapped and the plain kernel step in ONE compiled program (one program rounds both alike
+# at level 0), with the noise at 1e-9 of its scale (the program of the design checks below): any
+# difference in what they compute (keys, noise, clipping, acceptance) still shows in the
+# positions, compared bit for bit.
 @pytest.mark.parametrize("algorithm", SUBSAMPLED)
 def test_audit_tap_leaves_the_chain_unchanged(algorithm):
-    entry = AUDITS[algorithm]
-    design = entry.design()
-    spec = ALGORITHMS[algorithm]
-    p = spec.prepare(entry.params(1.3), design.model, SUBSAMPLED_N)
-    tapped, plain = entry.tapped(design.model, p, None), spec.build(design.model, p, noise=None)
-
-    @jax.jit
-    def both(k, s_t, s_p, data):
-        s_t, info_t, _ = tapped.transition(k, s_t, data)
-        s_p, info_p = plain.step(k, s_p, data)
-        return s_t, info_t, s_p, info_p
-
-    key, data = jax.random.key(11), design.data
-    s_t, s_p = tapped.init(design.theta0, data), plain.init(design.theta0, data)
-    for t in range(6):
-        s_t, info_t, s_p, info_p = both(jax.random.fold_in(key, t), s_t, s_p, data)
+    _, run = _both(algorithm)
+    for s_t, info_t, _, s_p, info_p in run(AUDITS[algorithm].design().data, 6, jax.random.key(11)):
         np.testing.assert_array_equal(np.asarray(s_t.position), np.asarray(s_p.position))
         assert bool(info_t.accepted) == bool(info_p.accepted)
         assert float(info_t.clip_fraction) == 1.0
@@ -103,12 +91,12 @@ def test_sgd_design_attains_the_dominating_pair(algorithm):
     # Noise scaled down to 1e-9 (testing hook): the released batch sum is −bC on D' always, and
     # −bC or −bC + 2C on D, the latter exactly when the differing record (last row) is sampled.
     design = AUDITS[algorithm].design()
-    p, run = _stepper(algorithm, 1.0, noise=NoiseSource(noise_scale=1e-9))  # one program, D and D'
+    p, run = _both(algorithm)  # one program, D and D'
     for data, prime in ((design.data, False), (design.data_prime, True)):
         out = run(data, 40, jax.random.key(3))
         b, c = p["batch_size"], p["grad_clip"]
-        sums = np.array([float(o[1][1]["grad_sum"][0]) for o in out])
-        assert all(float(o[1][1]["grad_sigma"]) == pytest.approx(p["noise_multiplier"] * c)
+        sums = np.array([float(o[2]["grad_sum"][0]) for o in out])
+        assert all(float(o[2]["grad_sigma"]) == pytest.approx(p["noise_multiplier"] * c)
                    for o in out)
         hit = np.abs(sums - (-b * c + 2 * c)) < 1e-6
         miss = np.abs(sums - (-b * c)) < 1e-6
@@ -125,12 +113,12 @@ def test_minibatch_penalty_design_shift():
     # sensitivity c when θ' > θ.
     design = AUDITS["minibatch-penalty"].design()
     n = SUBSAMPLED_N
-    p, run = _stepper("minibatch-penalty", 1.0, noise=NoiseSource(noise_scale=1e-9))  # D and D'
+    p, run = _both("minibatch-penalty")  # one program, D and D'
     for data, prime in ((design.data, False), (design.data_prime, True)):
         out = run(data, 60, jax.random.key(4))
         b, k = p["batch_size"], n / p["batch_size"]
         kinds = []
-        for _, (info, taps) in out:
+        for _, _, taps, _, _ in out:
             r = p["clip"] * float(taps["theta_new"][0] - taps["theta"][0])
             m = k * b * r
             shift = 2 * k * r + 2 * k * k * r * r * (b - 1) / b
@@ -151,7 +139,7 @@ def test_sgd_statistic_is_the_mixture_log_likelihood_ratio():
     n, sigma = 12, 2.5
     y = np.array([-4.0, -1.2, 0.7, 30.0])  # released sums (untempered, C = 1.5, b = 3)
     taps = {"grad_sum": jnp.asarray(y[:, None]), "grad_sigma": jnp.full(4, sigma)}
-    got = float(entry.release_statistic(taps, p, n))
+    got = float(jax.jit(lambda t: entry.release_statistic(t, p, n))(taps))  # one program, not op by op
     q, mu0 = 3 / 12, -3 * 1.5
     want = np.sum(np.log((1 - q) * stats.norm.pdf(y, mu0, sigma) + q * stats.norm.pdf(y, mu0 + 3.0, sigma))
                   - stats.norm.logpdf(y, mu0, sigma))

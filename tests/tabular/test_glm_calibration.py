@@ -32,6 +32,7 @@ def test_linear_residual_sd_inferred_is_calibrated():
     assert np.median(cv["width"]) < 1.0
 
 
+# slow: tests/suite_budget.py (SLOW_CASES_B3) names its guards.
 def test_poisson_under_its_cap_is_calibrated():
     """Poisson counts under a declared cap they almost never reach (C = 10, rates ≤ 4.1:
     calibration.COUNT_CAPS), fitted at points projected onto log rates ≤ log(C + 1): the
@@ -54,7 +55,8 @@ def test_calibrated_on_more_cases(case):
 
 
 # slow: guard in default: test_coverage_detects_an_overconfident_posterior (the checker fails a
-# shifted posterior) and test_poisson_under_its_cap_is_calibrated (the same Poisson fit)
+# shifted posterior) and test_linear_residual_sd_inferred_is_calibrated (the same pipeline and
+# fit; the Poisson fit under its cap, test_poisson_under_its_cap_is_calibrated, is slow too)
 @pytest.mark.slow
 def test_a_count_cap_that_bites_is_not_calibrated_for_the_uncapped_model():
     """What the cap does (docs/calibration.md): with C = 3 under rates of 1.5 to 4 (about a

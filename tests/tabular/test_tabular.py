@@ -504,6 +504,40 @@ _SAMPLER_PATH = dict(target="default", bounds=BOUNDS, algorithm="dp-penalty", ch
                      progress=False, epsilon=30.0, delta=1e-3, key=jax.random.key(2))
 
 
+def test_glm_sampler_path_passes_the_defaults_and_a_warm_up_to_sample(monkeypatch):
+    """`--algorithm dp-penalty` with no tuning flag: dpmcmc.glm hands dpmcmc.sample the
+    rule-derived τ, clip and proposal and ``warmup="auto"``, whose plan spends the first half of
+    the budget's iterations adapting the proposal scale. No chain runs here: what sample runs is
+    its plan (tests/test_plan.py::test_plan_and_sample_share_one_planner_in_every_mode); the run
+    itself is test_glm_sampler_path_uses_the_defaults_and_warms_up's (slow: suite budget)."""
+    from dpmcmc import api, tabular
+
+    class Handed(Exception):
+        pass
+
+    handed = []
+
+    def spy(model, data, algorithm, **kw):
+        handed.append((model, data, algorithm, kw))
+        raise Handed
+
+    monkeypatch.setattr(api, "sample", spy)
+    with pytest.raises(Handed):
+        dpmcmc.glm(_table(300), "logistic", theta0=np.zeros(4), **_SAMPLER_PATH)
+    model, data, algorithm, kw = handed[0]
+    assert algorithm == "dp-penalty" and data.shape[0] == 300 and kw["warmup"] == "auto"
+    expect = tabular.sampler_defaults("dp-penalty", "logistic", 300, 3, epsilon=30.0, delta=1e-3,
+                                      chains=2)
+    assert expect and {k: kw[k] for k in expect} == expect  # the rules' values, as they are
+    plan = dpmcmc.plan(model, 300, algorithm, **{k: v for k, v in kw.items()
+                                                 if k not in ("key", "progress", "ledger")})
+    assert any("ε = 30 is above 10" in w for w in plan.warnings)  # a large ε, said so (by sample)
+    assert plan.private_start is None  # a start given: no private start
+    assert plan.params["tau"] == pytest.approx(expect["tau"])
+    assert plan.warmup == plan.iterations // 2 > 0
+
+
+# slow: tests/suite_budget.py (SLOW_CASES_B3) names its guards.
 def test_glm_sampler_path_uses_the_defaults_and_warms_up():
     """`--algorithm dp-penalty` with no tuning flag: runs with the rule-derived τ, clip and
     proposal, and spends the first half of the budget's iterations adapting the proposal
@@ -551,11 +585,13 @@ def _counts(n=200, seed=0) -> pd.DataFrame:
     return df
 
 
-# slow: guards in default: tests/tabular/test_glm_calibration.py::
-# test_poisson_under_its_cap_is_calibrated (the Poisson fit's releases and draws),
-# test_poisson_bad_cap_is_refused_naming_it_before_any_budget (the declaration) and
-# tests/samplers/test_glm_card.py::test_poisson_card_takes_its_cap_from_the_model (the card
-# reads the cap from the model dpmcmc.glm builds)
+# slow: guards in default: test_poisson_bad_cap_is_refused_naming_it_before_any_budget (the
+# declaration), tests/samplers/test_glm_card.py::test_poisson_card_takes_its_cap_from_the_model
+# (the card reads the cap from the model dpmcmc.glm builds) and tests/samplers/
+# test_noise_aware_glm.py's Poisson checks (the fit's projected public points, its per-record
+# sensitivity bound); the noise-aware GLM's fit and draws through the default path are
+# tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated's (the
+# Poisson fit's own calibration is slow: suite budget)
 @pytest.mark.slow
 def test_poisson_count_target_runs_through_the_default_path():
     """model="poisson" with a target declared [0, C]: the noise-aware GLM's Poisson family, its

@@ -791,6 +791,18 @@ def _with_start(pld: PrivacyLossDistribution, init_mu: float) -> PrivacyLossDist
     return pld.compose(gaussian_pld(init_mu, pld.grid_step))
 
 
+# The values themselves, per order: a plan, its warnings and a budget search ask for the same
+# (sigma, q, k) at the same delta or epsilon again and again (a grid search of ~10 ms each).
+@lru_cache(maxsize=256)
+def _cached_delta(sigma: float, q: float, k: int, pair: str, init_mu: float, epsilon: float) -> float:
+    return _with_start(_cached_composed(sigma, q, k, pair), init_mu).get_delta(epsilon)
+
+
+@lru_cache(maxsize=256)
+def _cached_epsilon(sigma: float, q: float, k: int, pair: str, init_mu: float, delta: float) -> float:
+    return _with_start(_cached_composed(sigma, q, k, pair), init_mu).get_epsilon(delta)
+
+
 def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
                               relation: str = "substitute", *, init_mu: float = 0.0) -> float:
     """Upper bound on delta(epsilon) of k adaptive releases of the subsampled Gaussian mechanism.
@@ -835,8 +847,7 @@ def subsampled_gaussian_delta(sigma: float, q: float, k: int, epsilon: float,
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     epsilon = check_nonnegative("epsilon", epsilon)
     init_mu = check_nonnegative("init_mu", init_mu)
-    return max(_with_start(_cached_composed(s, q, k, pair), init_mu).get_delta(epsilon)
-               for s, pair in _pairs(sigma, relation))
+    return max(_cached_delta(s, q, k, pair, init_mu, epsilon) for s, pair in _pairs(sigma, relation))
 
 
 def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
@@ -858,5 +869,4 @@ def subsampled_gaussian_epsilon(sigma: float, q: float, k: int, delta: float,
     sigma, q, k, relation = _validate(sigma, q, k, relation)
     delta = check_probability("delta", delta)
     init_mu = check_nonnegative("init_mu", init_mu)
-    return max(_with_start(_cached_composed(s, q, k, pair), init_mu).get_epsilon(delta)
-               for s, pair in _pairs(sigma, relation))
+    return max(_cached_epsilon(s, q, k, pair, init_mu, delta) for s, pair in _pairs(sigma, relation))
