@@ -2,8 +2,10 @@
 
 The audit runs the fit's own releases on its card's worst-case pair (a linear fit whose whole
 budget is in K-norm releases, both at full sensitivity: dpmcmc.samplers.noise_aware_glm, "the
-audit"); the calibration of the mechanisms is also guarded by
-tests/samplers/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round.
+audit"). The mechanisms' transcript privacy profile,
+tests/samplers/test_noise_aware_glm.py::test_audit_transcript_privacy_profile_with_the_knorm_round,
+runs under ``-m slow`` (suite budget); by default this file's calibrated audit and that file's
+per-record bound and charge checks stand for it.
 """
 import json
 
