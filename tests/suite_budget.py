@@ -573,11 +573,14 @@ SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
     "tests/tabular/test_glm_calibration.py::test_poisson_under_its_cap_is_calibrated": (
         ("tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated",
          "tests/tabular/test_glm_calibration.py::test_coverage_detects_an_overconfident_posterior",
-         "tests/tabular/test_tabular.py::test_poisson_bad_cap_is_refused_naming_it_before_any_budget[declared0]"),
+         "tests/tabular/test_tabular.py::test_poisson_bad_cap_is_refused_naming_it_before_any_budget[declared0]",
+         "tests/tabular/test_tabular.py::test_poisson_count_target_runs_through_the_default_path"),
         "a calibration study of 60 Poisson tables, one program of its own (~5-6.5 CPU-s). The "
         "default run keeps the cheapest family's calibration through the same simulate-fit-cover "
         "pipeline and default path (linear, first guard), the checker failing an overconfident "
-        "posterior (second) and the Poisson cap's refusal before any budget (third; the Poisson "
+        "posterior (second), the Poisson cap's refusal before any budget (third) and a Poisson "
+        "fit through dpmcmc.glm's default path, its cap and clipping (fourth; ~3 CPU-s, back in "
+        "the default run in stop 41 so that the family's fit runs there at all; the Poisson "
         "fit's projection and sensitivity are tests/samplers/test_noise_aware_glm.py's). Poisson "
         "coverage runs under -m slow only, with the rest of the grid (test_calibrated_on_more_cases)."),
     "tests/audit/test_audit_barker.py::test_calibrated_barker_passes": (

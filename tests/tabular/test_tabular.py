@@ -585,14 +585,8 @@ def _counts(n=200, seed=0) -> pd.DataFrame:
     return df
 
 
-# slow: guards in default: test_poisson_bad_cap_is_refused_naming_it_before_any_budget (the
-# declaration), tests/samplers/test_glm_card.py::test_poisson_card_takes_its_cap_from_the_model
-# (the card reads the cap from the model dpmcmc.glm builds) and tests/samplers/
-# test_noise_aware_glm.py's Poisson checks (the fit's projected public points, its per-record
-# sensitivity bound); the noise-aware GLM's fit and draws through the default path are
-# tests/tabular/test_glm_calibration.py::test_linear_residual_sd_inferred_is_calibrated's (the
-# Poisson fit's own calibration is slow: suite budget)
-@pytest.mark.slow
+# The only default-run fit of the Poisson family end to end (its calibration study is slow:
+# suite budget), so it stays in the default run.
 def test_poisson_count_target_runs_through_the_default_path():
     """model="poisson" with a target declared [0, C]: the noise-aware GLM's Poisson family, its
     releases bounded by C + 1 from the declaration alone (accounted with the cap, so the record
