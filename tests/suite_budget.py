@@ -1,9 +1,17 @@
 """Default-run cases that the suite's CPU budget sends to ``slow`` (``make test-all`` runs them).
 
 The default run (``make test``) must stay under 5 CPU minutes on a 2-core machine, and every
-property must stay in the suite. Each case below is a costly twin: the same property is also
-checked in the default run by the *guard* named beside it (a cheaper test of the same code path,
-or the same property on another sampler), and the case itself still runs under ``-m slow``.
+property must stay in the suite (the suite is ``make test-all``). Each case below still runs
+under ``-m slow``, and the default run keeps the *guard* named beside it. Two kinds:
+
+- a costly twin (the tables up to ``_C2``): the same property is also checked in the default
+  run by the guard (a cheaper test of the same code path, or the same property on another
+  sampler);
+- a long statistical test (``SLOW_CASES_A3``, ``_B3``, ``_C3``, stop 41: a chain against an
+  exact posterior, an audit of many runs, a calibration study, a Monte Carlo law): the guard
+  runs the same code path by default and asserts something real about it (a cheaper check, a
+  closed form, bit-for-bit agreement, a refusal, the release's accounting); the statistical
+  property itself runs under ``-m slow`` only, as each entry's why says.
 ``tests/conftest.py`` applies the marks at collection; ``tests/test_suite_budget.py`` checks
 that every case and every guard exists, and that every guard is in the default run.
 
