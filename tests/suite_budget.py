@@ -427,16 +427,6 @@ SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
         "exactness design (tests/exactness.py) runs by default on DP penalty (first guard); "
         "HMC's leapfrog chain runs in the second (a divergent trajectory is a rejection that "
         "keeps the state). HMC's exactness runs under -m slow only."),
-    **{f"{_K}test_warmup.py::test_adaptation_reads_released_values_only[{alg}]": (
-        (f"{_K}test_warmup.py::test_adaptation_reads_released_values_only[minibatch-penalty]",
-         f"{_K}test_warmup.py::test_samplers_without_an_accept_step_refuse_a_short_warmup[dp-sgld]",
-         f"{_K}test_warmup.py::test_warmup_is_paid_like_any_iteration_and_dropped_from_the_draws"),
-        f"an adaptive {alg} program on data-blind releases (~2-2.5 CPU-s). The property belongs "
-        "to the shared adaptive_kernel, which hands the adaptation the released accept decision "
-        "and draw only: by default the first guard checks it bit for bit on a sampler with an "
-        "accept step (RANDOM_WALK adaptation, the step scale adapted), the second on one that "
-        "adapts a preconditioner only, through dpmcmc.sample; the third the power with real "
-        f"releases. {alg}'s own case runs under -m slow only.") for alg in ("dp-barker", "dp-hmc")},
     **{f"{_K}test_barker_correction.py::{name}": (
         (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",
          f"{_K}test_barker_correction.py::test_c2_meets_targets_by_independent_fft_convolution",
