@@ -52,7 +52,9 @@ POST_PROCESSING_DRAWS = frozenset({"noise-aware-glm", "auto-approximation"})
 def import_arviz():
     """Import ArviZ without its refactor announcement, which says nothing about our use."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
+        # ArviZ 0.23 announces its refactor once a day per user, on first import; only that
+        # message is silenced, any other warning of the import still shows.
+        warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing", category=FutureWarning)
         import arviz
 
     return arviz

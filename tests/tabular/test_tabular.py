@@ -313,7 +313,9 @@ def test_polars_input_agrees_with_pandas():
 def test_saved_result_has_one_variable_per_term(tmp_path, hmc40):
     res = hmc40
     path = res.save(tmp_path / "r.nc")
-    import arviz as az
+    from dpmcmc.result import import_arviz
+
+    az = import_arviz()
 
     idata = az.from_netcdf(path)
     assert set(idata.posterior.data_vars) == set(NAMES)
@@ -370,7 +372,9 @@ def test_cli_sample_round_trip(files, name):
     rows = [line.split()[0] for line in table.splitlines()[2:6]]
     assert rows == list(NAMES) and "r_hat" in table and "ess_bulk" in table
     assert "NON-PRIVATE" not in r.output and "clip_fraction" not in r.output
-    import arviz as az
+    from dpmcmc.result import import_arviz
+
+    az = import_arviz()
 
     assert set(az.from_netcdf(out).posterior.data_vars) == set(NAMES)
     res = dpmcmc.load(out)

@@ -66,7 +66,9 @@ def rhat(draws: Any, method: str = "rank") -> np.ndarray:
     -------
     ndarray (dim,)
     """
-    import arviz as az
+    from dpmcmc.result import import_arviz
+
+    az = import_arviz()
 
     d = _as_chains(draws)
     out = az.rhat(az.convert_to_dataset(d), method=method)
@@ -86,7 +88,9 @@ def ess(draws: Any, method: str = "bulk") -> np.ndarray:
     -------
     ndarray (dim,)
     """
-    import arviz as az
+    from dpmcmc.result import import_arviz
+
+    az = import_arviz()
 
     d = _as_chains(draws)
     out = az.ess(az.convert_to_dataset(d), method=method)
