@@ -68,7 +68,12 @@ def test_the_start_reads_the_data_only_through_the_released_sums():
     other = DATA.copy()
     other[0] += 1.5
     other[1] -= 1.5
-    plan = init_plan(N, 0.05, 20.0, 30)
+    # The plan dpmcmc.sample makes for RUN (bound 20: nothing clipped): the start program of
+    # the runs above (keyed by model, plan and chains), not one of its own (~0.4 CPU-s).
+    start = dpmcmc.plan(_model(), N, "dp-penalty", theta0="private",
+                        **{k: v for k, v in RUN.items() if k != "progress"}).private_start
+    plan = init_plan(N, start.mu, start.bound, start.steps)
+    assert plan.grad_clip == 20.0
     with jax.enable_x64(True):
         a, trace_a = private_start(jax.random.key(3), _model(), jnp.asarray(DATA), jnp.zeros(DIM), plan, 4)
         b, trace_b = private_start(jax.random.key(3), _model(), jnp.asarray(other), jnp.zeros(DIM), plan, 4)
