@@ -477,13 +477,12 @@ SLOW_CASES_A3: dict[str, tuple[tuple[str, ...], str]] = {
         "That the adapted acceptance lands near its target runs under -m slow only."),
     f"{_S}test_barker.py::test_exact_limit_chain_is_exact[False]": (
         (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",
-         f"{_S}test_barker.py::test_exact_logistic_limit_is_the_barker_test",
          f"{_S}test_barker.py::test_nan_ratios_are_clipped_and_nan_priors_rejected"),
         "a DP Barker chain program against the exact posterior (~1.7 CPU-s). By default the "
         "first guard checks that the noisy test accepts with the corrected Barker probability "
-        "(the core of its exactness), the second the exact-logistic limit, the third DP "
-        "Barker's chain on NaN ratios and priors. The chain's exactness runs under -m slow "
-        "only."),
+        "(the core of its exactness), the second DP Barker's chain on NaN ratios and priors "
+        "(the exact-logistic limit, a guard here before stop 42, is slow: SLOW_CASES_A4). The "
+        "chain's exactness runs under -m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_A3)
 
@@ -631,3 +630,28 @@ SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
         what="all 24 orders of 4 items equally likely; a permutation of 7 is one in the last guard")),
 }
 SLOW_CASES.update(SLOW_CASES_B3)
+
+
+# Stop 42, part A (tests/samplers, kernels, records, diagnostics, experiments).
+_COLS = "tests/records/test_per_example_columns.py::"
+SLOW_CASES_A4: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{_COLS}test_vectorize_columns_matches_vmap_through_sub_jaxprs": (
+        (f"{_COLS}test_vectorize_columns_matches_vmap",),
+        "three of the sweep's fifteen functions, ~0.5-0.7 CPU-s of tracing (custom_jvp, cond, "
+        "where). The guard runs the same rewrite (vectorize_columns, small_operand_first, "
+        "record_gradient) with the same checks against jax.vmap on the other twelve by "
+        "default, its fallback (scatter-mul, a dynamic index) and elementwise rule included; "
+        "the rewrite of user models built from custom_jvp, lax.cond and jnp.where is "
+        "tests/models/test_user_models.py's default run. The three functions' checks run under "
+        "-m slow only."),
+    f"{_S}test_barker.py::test_exact_logistic_limit_is_the_barker_test": (
+        (f"{_S}test_barker.py::test_noisy_test_matches_the_corrected_barker_probability",),
+        "a Monte Carlo check of a law, 13 x 10⁴ accept decisions in a program of its own "
+        "(~0.8 CPU-s). The guard runs the same release (release_barker) and accept step "
+        "(barker_accept) through the same _acceptance_frequencies with the kernel's own "
+        "mechanism and correction, and tests the frequencies against their closed form "
+        "(binomial, family-wise 1e-3) with power against a forgotten noise variance. That the "
+        "exact-logistic limit (testing.noiseless_mechanism with testing.logistic_correction) "
+        "accepts with Barker's 1/(1 + e^-Δ) runs under -m slow only."),
+}
+SLOW_CASES.update(SLOW_CASES_A4)

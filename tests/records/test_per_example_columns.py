@@ -28,6 +28,13 @@ FNS = {
     "const_matrix_left": lambda t, x: jnp.sum(jnp.tanh(jnp.asarray(M) @ (x - t))),
     "const_matrix_right": lambda t, x: jnp.sum(jnp.sin((x * t) @ jnp.asarray(M))),
     "outer": lambda t, x: jnp.sum(jnp.outer(t, x) ** 2),
+}
+# Sub-jaxpr primitives (custom_jvp_call, cond) and select_n: the fallback and the elementwise
+# rule, which FNS's scatter-mul and dynamic index and every function's arithmetic meet by
+# default; checked like FNS by the slow test below (tests/models/test_user_models.py runs user
+# models built from jax.nn, custom_jvp / custom_vjp, lax.cond and jnp.where through the same
+# rewrite in the default run).
+FNS_SUB_JAXPRS = {
     "custom_jvp": lambda t, x: jnp.sum(jax.nn.softplus(x * t)) + jax.nn.logsumexp(t * x),
     "cond": lambda t, x: jax.lax.cond(x[0] > 0, lambda: t @ x, lambda: -t @ x),
     "where": lambda t, x: jnp.sum(jnp.where(x > 0, t, -t) * x),
@@ -37,6 +44,18 @@ FNS = {
 def test_vectorize_columns_matches_vmap():
     """Every function of FNS, each rewrite rule and the fallback: the rewritten values and
     per-row gradients equal jax.vmap's (rtol 1e-13)."""
+    _check_against_vmap(FNS)
+
+
+# slow: guard in default: test_vectorize_columns_matches_vmap (the same checks through the same
+# rewrite, its rules and its fallback, on FNS); ~0.5-0.7 CPU-s of tracing.
+@pytest.mark.slow
+def test_vectorize_columns_matches_vmap_through_sub_jaxprs():
+    """test_vectorize_columns_matches_vmap's checks on FNS_SUB_JAXPRS."""
+    _check_against_vmap(FNS_SUB_JAXPRS)
+
+
+def _check_against_vmap(fns):
     rng = np.random.default_rng(1)
     t = jnp.asarray(rng.normal(size=3))
     x = jnp.asarray(rng.normal(size=(3, 64)))
@@ -60,8 +79,8 @@ def test_vectorize_columns_matches_vmap():
     # programs): the rewritten values and every per-row gradient, and the plain vmap
     # references. Each function's checks are traced on their own, so a rewrite is tested
     # exactly as it was in a program of its own.
-    results = jax.jit(lambda t, ts: {name: checks(f, t, ts) for name, f in FNS.items()})(t, ts)
-    assert sorted(results) == sorted(FNS)
+    results = jax.jit(lambda t, ts: {name: checks(f, t, ts) for name, f in fns.items()})(t, ts)
+    assert sorted(results) == sorted(fns)
     for name, (ref, gref, got, g, g2, g3s) in results.items():
         np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13, err_msg=name)
         np.testing.assert_allclose(g, gref, rtol=1e-13, atol=1e-13, err_msg=name)

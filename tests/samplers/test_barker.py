@@ -158,6 +158,11 @@ def _binomial_pvalues(freq, p, draws):
     return 2 * stats.norm.sf(np.abs(z))
 
 
+# slow (tests/suite_budget.py, SLOW_CASES_A4): a Monte Carlo check of the law (13 x 10⁴ draws,
+# a program of its own); guard in default: test_noisy_test_matches_the_corrected_barker_probability
+# (the same release and accept step, through the same _acceptance_frequencies, against its
+# closed form, with power against a forgotten noise variance).
+@pytest.mark.slow
 def test_exact_logistic_limit_is_the_barker_test():
     """With the privacy noise replaced by its exact-logistic limit, P(accept) = 1/(1+e^{−Δ})."""
     freq = _acceptance_frequencies(DELTAS, True, ACC_DRAWS, jax.random.key(11))
@@ -290,9 +295,10 @@ def _run_from_posterior(kernel, data, mean, sd, chains, iterations, seed, cache_
 
 
 @pytest.mark.parametrize("exact", [
-    # slow: guard in default: test_exact_logistic_limit_is_the_barker_test (the exact-logistic
-    # test). The default kernel's chain (False) is slow too (tests/suite_budget.py,
-    # SLOW_CASES_A3): test_noisy_test_matches_the_corrected_barker_probability guards it.
+    # slow: guard in default: test_noisy_test_matches_the_corrected_barker_probability (the
+    # release and accept step this chain runs; the exact-logistic test's own law,
+    # test_exact_logistic_limit_is_the_barker_test, is slow too). The default kernel's chain
+    # (False) is slow too (tests/suite_budget.py, SLOW_CASES_A3), with the same guard.
     pytest.param(True, marks=pytest.mark.slow),
     False])
 def test_exact_limit_chain_is_exact(exact):
