@@ -653,5 +653,13 @@ SLOW_CASES_A4: dict[str, tuple[tuple[str, ...], str]] = {
         "(binomial, family-wise 1e-3) with power against a forgotten noise variance. That the "
         "exact-logistic limit (testing.noiseless_mechanism with testing.logistic_correction) "
         "accepts with Barker's 1/(1 + e^-Δ) runs under -m slow only."),
+    "tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[rwmh]": (
+        ("tests/samplers/test_samplers_registry.py::test_build_gives_a_kernel_with_the_contract[dp-penalty]",
+         "tests/samplers/test_samplers_nan.py::test_nan_likelihood_is_a_rejection_nonprivate[rwmh-params0]"),
+        "a first-step program of its own (~0.35 CPU-s). The contract is the registry's shared "
+        "one: the first guard checks it (a Kernel, the state's shape and tree, the Info's flags "
+        "and clip fraction) on dp-penalty's kernel; the second builds RWMH's kernel through the "
+        "registry and runs it with run_chains (init, steps, a scan over its state), checking "
+        "its info's boolean flags and clip fraction, as [hmc] and [dp-hmc]'s guards do."),
 }
 SLOW_CASES.update(SLOW_CASES_A4)

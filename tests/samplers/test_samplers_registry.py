@@ -107,7 +107,8 @@ def test_bad_n():
 
 # hmc and dp-hmc (~2 CPU-s, a leapfrog program each): slow (tests/suite_budget.py,
 # SLOW_CASES_B); their kernels' contract is checked in the default run through run_chains by
-# test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection.
+# test_samplers_nan.py::test_divergent_leapfrog_is_a_rejection. rwmh is slow too (SLOW_CASES_A4):
+# dp-penalty's case checks the shared contract, test_samplers_nan.py's rwmh case runs its kernel.
 @pytest.mark.parametrize("name", sorted(VALID))
 def test_build_gives_a_kernel_with_the_contract(name):
     import jax
