@@ -657,5 +657,14 @@ SLOW_CASES_B4: dict[str, tuple[tuple[str, ...], str]] = {
         "bit for bit (fourth). dp-penalty's empirical lower bound on a calibrated kernel runs "
         "under -m slow only, as dp-hmc's, dp-sgld's and DP Barker's do (at the 2·10⁴ runs the "
         "default run could afford it is 1.33 ± 0.36 over 40 keys, one of them 0: too weak)."),
+    "tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[500-8]": (
+        ("tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[10000-3]",
+         "tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[22272-4]"),
+        "the third size of a sweep of the table path's sizing rule (~0.4 CPU-s of plans and "
+        "accounting searches). The same assertions (acceptance ceiling and DP-HMC kick at their "
+        "targets, the raised τ's at ε = 4 and 1 with their bounded noise growth, DP-SGLD's "
+        "multiplier the smallest that buys its target iterations) run by default at n = 10⁴, "
+        "d = 3 and n = 22 272, d = 4 (the guards); the small-table size n = 500, d = 8 under "
+        "-m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_B4)
