@@ -1255,8 +1255,10 @@ def _release_sum(plan: GLMReleasePlan, data, theta, rel: GLMRelease):
 
 def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
     """``(data, keys) -> (transcript log-ratio, posterior-mean slope)`` per run, compiled once."""
-    prior = jnp.eye(plan.d) / AUDIT_PRIOR_SD ** 2
-    d_set, dp_set = jnp.asarray(d_set), jnp.asarray(dp_set)
+    # Built in NumPy and put on the device as they are: as eager JAX operations (jnp.eye, and
+    # jnp.asarray's lift of a NumPy array) each would compile a small program (same values).
+    prior = jax.device_put(np.eye(plan.d) / AUDIT_PRIOR_SD ** 2)
+    d_set, dp_set = jax.device_put(np.asarray(d_set)), jax.device_put(np.asarray(dp_set))
 
     def one(data, key):
         thetas, gs, hs = _releases(key, data[:, :-1], data[:, -1], plan, prior, noise)
