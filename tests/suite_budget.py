@@ -203,12 +203,15 @@ SLOW_CASES_CORE.update({
 #: The samplers, audit, tabular and top-level (API, plan, ledger, secure) tests.
 SLOW_CASES_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
     "tests/audit/test_audit_subsampled.py::test_calibrated_subsampled_sampler_passes[dp-sgld]": (
-        ("tests/audit/test_audit.py::test_calibrated_sampler_passes_and_audit_has_power[dp-penalty]",
+        ("tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
+         "tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",
          "tests/audit/test_audit_subsampled.py::test_sgd_design_attains_the_dominating_pair[dp-sgld]",
          "tests/audit/test_audit_subsampled.py::test_sgd_statistic_is_the_mixture_log_likelihood_ratio",
          "tests/audit/test_audit_subsampled.py::test_audit_tap_leaves_the_chain_unchanged[dp-sgld]"),
         "an audit program through the CLI (~5 CPU-s, most of it the level-1 compilation). The "
-        "audit's runner, tests and claim check are dp-penalty's calibrated case's; what is "
+        "audit's runner and claim check are dp-penalty's flagged case's, its threshold tests "
+        "those of the noise-aware GLM's calibrated audit (stop 42: dp-penalty's calibrated "
+        "audit is slow too, SLOW_CASES_B4); what is "
         "dp-sgld's own (its kernel attains the design's dominating pair, the statistic is that "
         "pair's exact log likelihood ratio, its tap leaves the chain unchanged) stays."),
     "tests/audit/test_audit_subsampled.py::test_cli_audit_dp_sgld_json": (
@@ -585,13 +588,16 @@ SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
          "tests/audit/test_audit_barker.py::test_noiseless_releases_are_the_assumed_means_and_variances",
          "tests/audit/test_audit_barker.py::test_statistic_is_the_exact_log_likelihood_ratio",
          "tests/audit/test_audit_barker.py::test_audit_tap_leaves_the_chain_unchanged",
-         "tests/audit/test_audit.py::test_calibrated_sampler_passes_and_audit_has_power[dp-penalty]"),
+         "tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
+         "tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power"),
         "DP Barker's calibrated audit, 5·10⁴ runs compiled at level 1 (~4.5 CPU-s). What is DP "
         "Barker's own stays in the default run: its claim is the default accountant's at the "
         "smallest batch (first guard), its kernel releases exactly the means and variances the "
         "statistic assumes (second), the statistic is their exact log likelihood ratio (third), "
-        "the tap leaves the chain unchanged (fourth); the audit's runner, tests and claim check "
-        "are dp-penalty's calibrated audit's (fifth). Barker's own empirical lower bound runs "
+        "the tap leaves the chain unchanged (fourth); the audit's runner and claim check are "
+        "dp-penalty's flagged audit's (fifth), its threshold tests those of the noise-aware GLM's "
+        "calibrated audit (sixth; stop 42 sent dp-penalty's calibrated audit to slow too: "
+        "SLOW_CASES_B4). Barker's own empirical lower bound runs "
         "under -m slow only, as dp-sgld's, dp-sgnht's and minibatch-penalty's do."),
     "tests/audit/test_audit_barker.py::test_cli_audit_dp_barker_json": (
         ("tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",),
@@ -663,3 +669,33 @@ SLOW_CASES_A4: dict[str, tuple[tuple[str, ...], str]] = {
         "its info's boolean flags and clip fraction, as [hmc] and [dp-hmc]'s guards do."),
 }
 SLOW_CASES.update(SLOW_CASES_A4)
+
+# Stop 42's cut, part B (the top-level test files, tests/tabular and tests/audit): the same
+# format; each guard runs in the default run and is in this part or on the must-stay list.
+SLOW_CASES_B4: dict[str, tuple[tuple[str, ...], str]] = {
+    "tests/audit/test_audit.py::test_calibrated_sampler_passes_and_audit_has_power[dp-penalty]": (
+        ("tests/audit/test_audit_glm.py::test_calibrated_glm_passes_and_the_audit_has_power",
+         "tests/audit/test_audit.py::test_miscalibrated_sampler_is_flagged[dp-penalty-noise-x0.3]",
+         "tests/audit/test_audit.py::test_pipeline_on_a_gaussian_pair_is_valid_and_has_power",
+         "tests/audit/test_audit.py::test_audit_tap_leaves_the_chain_unchanged[dp-penalty]"),
+        "an audit of 2·10⁵ runs compiled at level 1, a program of its own (~3.4 CPU-s). The "
+        "default run keeps a calibrated audit through the same audit(), threshold selection, "
+        "Clopper-Pearson bounds and claim check, not flagged and reaching 0.6 of its claim (the "
+        "noise-aware GLM's, first guard); dp-penalty's own audit runner, far-row design and "
+        "statistic flagging its kernel with the noise x 0.3 (second); the pipeline valid and "
+        "powerful on the exact Gaussian pair the far-row design's statistic follows (third); "
+        "dp-penalty's tapped release carrying the σ its accountant charges, the chain unchanged "
+        "bit for bit (fourth). dp-penalty's empirical lower bound on a calibrated kernel runs "
+        "under -m slow only, as dp-hmc's, dp-sgld's and DP Barker's do (at the 2·10⁴ runs the "
+        "default run could afford it is 1.33 ± 0.36 over 40 keys, one of them 0: too weak)."),
+    "tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[500-8]": (
+        ("tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[10000-3]",
+         "tests/tabular/test_tabular.py::test_sampler_defaults_meet_their_public_rules[22272-4]"),
+        "the third size of a sweep of the table path's sizing rule (~0.4 CPU-s of plans and "
+        "accounting searches). The same assertions (acceptance ceiling and DP-HMC kick at their "
+        "targets, the raised τ's at ε = 4 and 1 with their bounded noise growth, DP-SGLD's "
+        "multiplier the smallest that buys its target iterations) run by default at n = 10⁴, "
+        "d = 3 and n = 22 272, d = 4 (the guards); the small-table size n = 500, d = 8 under "
+        "-m slow only."),
+}
+SLOW_CASES.update(SLOW_CASES_B4)

@@ -183,17 +183,16 @@ def test_noise_uniform_and_permutation_follow_the_mode():
 def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     """The batch a subsampled sampler reads and the DP Barker correction come from ChaCha20
     under the run's secret: with the JAX key fixed, a different secret gives a different batch
-    and different correction draws, and the same secret the same ones."""
+    and different correction draws, and the same secret the same ones. (Draws that change with
+    the secret are not the default mode's, which no secret reaches: no default-mode program is
+    compiled to compare them with, ~0.7 CPU-s.)"""
     from dpmcmc.kernels.barker_correction import sample_correction
     from dpmcmc.kernels.minibatch import sample_batch_indices
 
     key = jax.random.key(11)
     n, b = 1000, 10
-    # One compiled program for the default mode's draws and one for the secure ones (op by op
-    # they compile some ninety small ones). No cache clearing needed: the source (its secret a
-    # traced leaf) is an argument.
-    default_batch, default_corr = map(np.asarray, jax.jit(
-        lambda: (sample_batch_indices(key, n, b), sample_correction(key, (64,))))())
+    # One compiled program for the secure draws (op by op they compile some ninety small ones).
+    # No cache clearing needed: the source (its secret a traced leaf) is an argument.
     draws = jax.jit(lambda source: (sample_batch_indices(key, n, b, source),
                                     sample_correction(key, (64,), noise=source)))
 
@@ -209,5 +208,4 @@ def test_secure_mode_keeps_minibatches_and_the_barker_correction_secret():
     np.testing.assert_array_equal(b1, b1_again)
     np.testing.assert_array_equal(c1, c1_again)
     assert not np.array_equal(np.sort(b1), np.sort(b2))
-    assert not np.array_equal(np.sort(b1), np.sort(default_batch))
-    assert not np.array_equal(c1, c2) and not np.array_equal(c1, default_corr)
+    assert not np.array_equal(c1, c2)

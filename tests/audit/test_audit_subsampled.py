@@ -159,8 +159,10 @@ def cli_sgld():
 
 
 # Every calibrated audit here is slow. dp-sgld's (suite budget, tests/suite_budget.py): the
-# audit's runner, tests and claim are those of dp-penalty's calibrated audit in the default run
-# (tests/audit/test_audit.py), and what is dp-sgld's own stays in the default run: its kernel
+# audit's runner and claim are those of dp-penalty's audit, which flags a miscalibrated kernel in
+# the default run (tests/audit/test_audit.py), its threshold tests those of the noise-aware GLM's
+# calibrated audit (tests/audit/test_audit_glm.py), and what is dp-sgld's own stays in the
+# default run: its kernel
 # attains the design's dominating pair, the statistic is that pair's exact log likelihood ratio,
 # and its tap leaves the chain unchanged. dp-sgnht's: it releases through dp-sgld's own function
 # (dp_sgld.release_batch_grad) under the same audit design and statistic (AUDITS); what is
@@ -173,7 +175,8 @@ def cli_sgld():
     # slow (suite budget): minibatch-penalty's release is guarded in the default run by its tap
     # (test_audit_tap_leaves_the_chain_unchanged) and its flagged under-counted sensitivity
     # (test_miscalibrated_subsampled_sampler_is_flagged, slow: suite budget), the audit by
-    # dp-penalty's calibrated case (tests/audit/test_audit.py).
+    # dp-penalty's flagged noise x 0.3 (tests/audit/test_audit.py) and the noise-aware GLM's
+    # calibrated audit (tests/audit/test_audit_glm.py).
     pytest.param("minibatch-penalty", marks=pytest.mark.slow),
     pytest.param("dp-sgnht", marks=pytest.mark.slow)])
 def test_calibrated_subsampled_sampler_passes(algorithm, request):

@@ -439,7 +439,9 @@ def test_cli_sample_default_is_the_noise_aware_glm(files):
     assert res.samples.shape == (4, 1000, 4)
 
 
-@pytest.mark.parametrize("n, d", [(10_000, 3), (22_272, 4), (500, 8)])
+# slow: the (500, 8) case; tests/suite_budget.py (SLOW_CASES_B4) names its guards.
+@pytest.mark.parametrize("n, d", [(10_000, 3), (22_272, 4),
+                                  pytest.param(500, 8, marks=pytest.mark.slow)])
 def test_sampler_defaults_meet_their_public_rules(n, d):
     """The table path's sampler defaults, checked through dpmcmc.plan (public inputs only): the
     dp-penalty and dp-hmc penalty tests cap acceptance at the target for the typical move, DP-HMC's

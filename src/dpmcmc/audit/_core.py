@@ -478,12 +478,14 @@ def _audit_one_shot(entry: OneShotAudit, epsilon, delta, trials, confidence, sta
 
     def runner(data, keys):
         rel, drw = run(data, keys)
-        return rel, drw, jnp.ones(keys.shape[0], bool)
+        return rel, drw, np.ones(keys.shape[0], bool)  # NumPy: eager jnp.ones compiles per shape
 
     chunk = min(chunk_size, entry.chunk)
     k_d, k_dp = jax.random.split(key)
-    rel_d, drw_d, _ = _simulate(runner, jnp.asarray(d_set), k_d, trials, chunk)
-    rel_dp, drw_dp, _ = _simulate(runner, jnp.asarray(dp_set), k_dp, trials, chunk)
+    # jax.device_put, not jnp.asarray: the latter lifts a NumPy array through lax.stage, which
+    # compiles a program per shape and dtype (the same array either way).
+    rel_d, drw_d, _ = _simulate(runner, jax.device_put(np.asarray(d_set)), k_d, trials, chunk)
+    rel_dp, drw_dp, _ = _simulate(runner, jax.device_put(np.asarray(dp_set)), k_dp, trials, chunk)
     # all_clipped = 0: inside its design the fit clips nothing (its releases are exact plus noise).
     return _result(entry.algorithm, float(claimed), (rel_d, rel_dp), (drw_d, drw_dp), calib, delta,
                    confidence, statistic, trials, params.get("steps"), params,

@@ -325,17 +325,19 @@ def prepare_data(data: Array, *, model=None, block_size: Optional[int] = None,
         blocks_np = _layout_np(arr, n, bs, nb, column_major)
         # Concrete device arrays even when called while a kernel is being traced: they become
         # constants of the compiled function instead of a re-layout inside every pass.
+        # jax.device_put, not jnp.asarray: the latter lifts a NumPy array through lax.stage,
+        # which compiles a program per shape and dtype (the same array, dtype and sharding).
         with jax.ensure_compile_time_eval():
-            blocks = jnp.asarray(blocks_np)
+            blocks = jax.device_put(blocks_np)
             grad_blocks = None
             if gdt != blocks.dtype:
-                grad_blocks = jnp.asarray(blocks_np.astype(gdt))
+                grad_blocks = jax.device_put(blocks_np.astype(gdt))
     else:
         arr = data if jnp.issubdtype(data.dtype, jnp.floating) else data.astype(canonical)
         blocks = _layout_jnp(arr, n, bs, nb, column_major)
         grad_blocks = None if gdt == blocks.dtype else blocks.astype(gdt)
     with jax.ensure_compile_time_eval():
-        mask = jnp.asarray((np.arange(nb * bs) < n).reshape(nb, bs))
+        mask = jax.device_put((np.arange(nb * bs) < n).reshape(nb, bs))
     if mesh is not None:
         from jax.sharding import NamedSharding, PartitionSpec
 

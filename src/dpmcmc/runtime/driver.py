@@ -482,6 +482,13 @@ def _run_chains_x64(kernel, theta0, key, num_iterations, data, progress, chunk_s
                        secure, secure_secret, resume, on_chunk, data, cache_key)
 
 
+def _as_device_array(a):
+    """``jnp.asarray(a)``, a NumPy array (a checkpoint read from disk) by ``jax.device_put``:
+    jnp.asarray lifts it through lax.stage, which compiles a program per shape and dtype (the
+    same array, dtype and sharding either way)."""
+    return jax.device_put(a) if isinstance(a, np.ndarray) else jnp.asarray(a)
+
+
 def _restore(template, given, what):
     """``given`` (pytree or list of leaves) as a pytree shaped like ``template``, checked."""
     leaves_t, treedef = jax.tree.flatten(template)
@@ -490,7 +497,7 @@ def _restore(template, given, what):
         raise ValueError(f"resume.{what} has {len(leaves)} arrays, the kernel's has {len(leaves_t)}")
     out = []
     for a, t in zip(leaves, leaves_t):
-        a = jnp.asarray(a)
+        a = _as_device_array(a)
         if a.shape != t.shape or a.dtype != t.dtype:
             raise ValueError(f"resume.{what}: array of {a.dtype}{list(a.shape)} where the kernel has "
                              f"{t.dtype}{list(t.shape)}")
@@ -516,7 +523,7 @@ def _run_chains(build, theta0, key, num_iterations, chains, chunk_size, progress
             raise ValueError(f"resume.done must lie in [0, {num_iterations}], got {done}")
         state = _restore(state, resume.state, "state")
         if done > 0:  # at 0 there are no draws yet, and positions/infos are ignored
-            pos0 = jnp.asarray(resume.positions)
+            pos0 = _as_device_array(resume.positions)
             if pos0.shape != (chains, done, theta0.shape[1]) or pos0.dtype != theta0.dtype:
                 raise ValueError(f"resume.positions must be {theta0.dtype}"
                                  f"{[chains, done, theta0.shape[1]]}, got {pos0.dtype}{list(pos0.shape)}")

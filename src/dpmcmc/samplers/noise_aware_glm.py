@@ -574,16 +574,18 @@ def _clip_rows(v: jax.Array, bound: float) -> jax.Array:
     return v * scale.reshape((-1,) + (1,) * (v.ndim - 1))
 
 
-def _in_box(plan: GLMReleasePlan, X: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _in_box(plan: GLMReleasePlan, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows clipped into the declared box the release bounds assume: covariates into
     [-1, 1], the target into :attr:`GLMReleasePlan.target_range` ([0, 1] logistic, [-1, 1]
     linear, [0, C] Poisson), ±inf to the nearer end; a NaN takes the centre of its range (as the
     table path's missing values). A no-op on the table path's design; for any other caller it is
     what keeps one record's influence within the bounds (and the draws finite), whatever its
     value."""
-    X = jnp.where(jnp.isnan(X), 0.0, jnp.clip(X, -1.0, 1.0))
+    # In NumPy on the host (fit's data are concrete): op by op, JAX would compile a small
+    # program per operation and per table shape; the values are the same bit for bit.
+    X = np.where(np.isnan(X), 0.0, np.clip(X, -1.0, 1.0))
     lo, hi = plan.target_range
-    y = jnp.where(jnp.isnan(y), 0.5 * (lo + hi), jnp.clip(y, lo, hi))
+    y = np.where(np.isnan(y), 0.5 * (lo + hi), np.clip(y, lo, hi))
     return X, y
 
 
@@ -974,15 +976,17 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
     # cache like the samplers' programs (docs/compile_cache.md).
     _compile_cache.ensure_persistent_cache()
     with jax.enable_x64(True):
-        arr = jnp.asarray(np.asarray(data, dtype=np.float64))
+        # The data's clipping, the prior and the slicing below in NumPy: as eager JAX operations
+        # each would compile a small program per table shape (the same values bit for bit).
+        arr = np.asarray(data, dtype=np.float64)
         X, y = _in_box(plan, arr[:, :-1], arr[:, -1])
         if X.shape[1] != plan.d or X.shape[0] != plan.n:
             raise ValueError(f"data has shape {tuple(arr.shape)}, the plan expects "
                              f"({plan.n}, {plan.d + 1})")
-        prior_prec = jnp.eye(plan.d, dtype=jnp.float64) / (prior_sd * prior_sd)
+        prior_prec = np.eye(plan.d, dtype=np.float64) / (prior_sd * prior_sd)
         k_noise, k_draw = jax.random.split(key)
-        thetas, gs, hs = jax.jit(_releases, static_argnums=(3,))(k_noise, X, y, plan, prior_prec,
-                                                                 noise)
+        thetas, gs, hs = map(np.asarray, jax.jit(_releases, static_argnums=(3,))(
+            k_noise, X, y, plan, prior_prec, noise))
         ss = None
         if plan.sum_of_squares is not None:
             # Its own key, apart from the rounds' (split from k_noise inside _releases).
@@ -991,8 +995,7 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
         out = jax.jit(noise_aware_draws, static_argnums=(4, 6))(
             k_draw, thetas[-1], gs[-1], hs[-1], plan, prior_prec, chains * draws, ss)
         res = {"samples": np.asarray(out).reshape(chains, draws, plan.d),
-               "thetas": np.asarray(thetas), "gradients": np.asarray(gs),
-               "hessians": np.asarray(hs)}
+               "thetas": thetas, "gradients": gs, "hessians": hs}
         if ss is not None:
             res["sum_of_squares"] = np.asarray(ss)
         return res
@@ -1252,8 +1255,10 @@ def _release_sum(plan: GLMReleasePlan, data, theta, rel: GLMRelease):
 
 def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
     """``(data, keys) -> (transcript log-ratio, posterior-mean slope)`` per run, compiled once."""
-    prior = jnp.eye(plan.d) / AUDIT_PRIOR_SD ** 2
-    d_set, dp_set = jnp.asarray(d_set), jnp.asarray(dp_set)
+    # Built in NumPy and put on the device as they are: as eager JAX operations (jnp.eye, and
+    # jnp.asarray's lift of a NumPy array) each would compile a small program (same values).
+    prior = jax.device_put(np.eye(plan.d) / AUDIT_PRIOR_SD ** 2)
+    d_set, dp_set = jax.device_put(np.asarray(d_set)), jax.device_put(np.asarray(dp_set))
 
     def one(data, key):
         thetas, gs, hs = _releases(key, data[:, :-1], data[:, -1], plan, prior, noise)
