@@ -631,3 +631,32 @@ SLOW_CASES_B3: dict[str, tuple[tuple[str, ...], str]] = {
         what="all 24 orders of 4 items equally likely; a permutation of 7 is one in the last guard")),
 }
 SLOW_CASES.update(SLOW_CASES_B3)
+
+
+# Stop 42's cut, part C (tests/models/, tests/runtime/, tests/accounting/): the same format.
+_AC, _AB = f"{_ACC}test_adaptive_composition.py::", f"{_ACC}test_accounting_budget.py::"
+SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{_AC}test_dp_sgld_iterations_under_valid_composition": (
+        (f"{_AB}test_max_iterations_is_exact[dp-sgld-pld-substitute-1.5-100-eps1-chains2]",
+         "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
+         f"{_AC}test_order_switching_beats_old_composition_and_not_the_new[1.1785113019775793-0.01-100-1.0-0.001]",
+         f"{_AC}test_spent_epsilon_survives_order_switching[dp-sgld-params0-pld]"),
+        "a reference value: the issue's iteration count (628, the old composition's 874) found "
+        "by a PLD search and six compositions (~1.4 CPU-s). By default dp-sgld's max_iterations "
+        "is exact under the valid composition (first guard: delta(k) <= delta < delta(k + 1)) "
+        "and equals a held value (second); the order-switching attack beats the old composition "
+        "and not the new (third) and stays below delta at the epsilon spent reports (fourth). "
+        "The count 628 against 874 runs under -m slow only."),
+    **{f"{_AB}test_defaults_are_sample_s_defaults[{case}]": (
+        (f"{_AB}test_defaults_are_sample_s_defaults[minibatch-penalty-params2]",
+         f"{_AB}test_defaults_are_sample_s_defaults[dp-penalty-params0]",
+         f"{_AC}test_dp_sgnht_is_charged_dp_sgld_s_release[pld]"),
+        "a PLD search of its own, dp-sgld's release at noise multiplier 1.5 (~0.95 CPU-s; "
+        "dp-sgnht's case reuses it). That max_iterations and spent default to the tightest "
+        "accountant and to dpmcmc.sample's 4 chains is shared code (accounting.budget): the "
+        "first guard checks it for a subsampled Gaussian release under the PLD (minibatch-"
+        "penalty's), the second for a full-data one; dp-sgnht is charged dp-sgld's release "
+        "(third). These two samplers' cases run under -m slow only.")
+       for case in ("dp-sgld-params4", "dp-sgnht-params5")},
+}
+SLOW_CASES.update(SLOW_CASES_C4)
