@@ -517,12 +517,14 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
         "and the legacy relation) and check it against its RDP and CLT starting points. Its "
         "comparison with the held value runs under slow only."),
     "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
-        ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
-         "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
-        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard runs the "
-        "same exact sampler and the same KS, moment and posterior-mean checks untempered; the "
-        "second checks the tempered banana's exact-posterior density against the model's log "
-        "posterior (temperature 0.02), a closed form. The tempered KS tests run under slow only."),
+        ("tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-tempered-banana-10d]"),
+        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard checks "
+        "the tempered banana's exact-posterior density against the model's log posterior "
+        "(temperature 0.02), and its Gaussian parameters and posterior mean against closed forms; "
+        "the second runs the same exact sampler through a tempered preset and checks its draws' "
+        "mean. (Until stop 42 the untempered case, slow since then, was the first guard.) The "
+        "tempered KS tests run under slow only."),
     "tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]": (
         ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
          "tests/models/test_user_models.py::test_unknown_primitive_model_under_a_sampler",
@@ -658,5 +660,26 @@ SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
         "penalty's), the second for a full-data one; dp-sgnht is charged dp-sgld's release "
         "(third). These two samplers' cases run under -m slow only.")
        for case in ("dp-sgld-params4", "dp-sgnht-params5")},
+    "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]": (
+        ("tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-tempered-banana-10d]",
+         "tests/models/test_models.py::test_banana_prior_sampler_matches_log_prior"),
+        "a Monte Carlo check of a law: 20000 exact draws and four KS tests, a program of its own "
+        "(~0.65 CPU-s). By default the first guard checks the banana's exact-posterior density "
+        "against the model's log posterior at exact draws, and the Gaussian of g^-1(theta) and the "
+        "posterior mean (001 Thm 13) against closed forms computed independently; the second "
+        "runs the same exact sampler (banana_forward of that Gaussian) through a preset and checks "
+        "its draws' mean; the third the map g^-1 on prior draws (their law and log density). The "
+        "KS tests of the exact draws run under -m slow only."),
+    "tests/models/test_models.py::test_circle_exact_posterior_draws": (
+        ("tests/models/test_models.py::test_circle_log_likelihood_and_exact_density",
+         "tests/models/test_models.py::test_circle_exact_density_normalised",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-circle]"),
+        "a Monte Carlo check of a law: 20000 exact draws, two KS tests and a mean, with the exact "
+        "sampler's program (~0.5 CPU-s, split from the closed-form checks in stop 42). By default "
+        "the first guard checks the likelihood's closed form and the exact posterior's density "
+        "(circle_log_density) against the model's log posterior, the second that this density "
+        "integrates to one, the third runs the circle's exact sampler through a preset and checks "
+        "its draws' mean. The KS tests of the exact draws run under -m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_C4)
