@@ -681,5 +681,15 @@ SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
         "(circle_log_density) against the model's log posterior, the second that this density "
         "integrates to one, the third runs the circle's exact sampler through a preset and checks "
         "its draws' mean. The KS tests of the exact draws run under -m slow only."),
+    "tests/runtime/test_chunk_buckets.py::test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike": (
+        ("tests/runtime/test_compile_cache.py::test_repeated_call_on_new_data_compiles_nothing",
+         "tests/runtime/test_chunk_buckets.py::test_chunk_length_buckets"),
+        "a dp-penalty chain program of its own, in a fresh program cache (~1 CPU-s). Since stop "
+        "42 the first guard, whose program is the same model's and parameters' in chunks of "
+        "chunk_length(10) == 10 (200 iterations with a progress bar), runs 180 iterations "
+        "(chunks of chunk_length(9) == 10) and checks that no chain program is traced and the "
+        "draws are the longer run's up to their length; the second checks the buckets "
+        "themselves. The same check without a progress bar (one chunk for the whole run) runs "
+        "under -m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_C4)
