@@ -691,5 +691,16 @@ SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
         "draws are the longer run's up to their length; the second checks the buckets "
         "themselves. The same check without a progress bar (one chunk for the whole run) runs "
         "under -m slow only."),
+    "tests/models/test_models.py::test_gaussian_exact_posterior_draws_have_the_posterior_moments": (
+        ("tests/models/test_models.py::test_gaussian_posterior_closed_form",
+         "tests/models/test_models.py::test_tempered_gaussian_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-gauss-30d]"),
+        "a Monte Carlo check of a law: 40000 exact draws' mean and covariance, the exact "
+        "sampler's program (split from the closed-form checks in stop 42). By default the first "
+        "guard checks the model's posterior mean and covariance against the conjugate update "
+        "computed in the test, the second the exact posterior's density against the model's "
+        "log posterior, the third runs the Gaussian exact sampler through a preset and checks "
+        "its draws' mean. The moments of the tempered model's exact draws run under -m slow "
+        "only."),
 }
 SLOW_CASES.update(SLOW_CASES_C4)
