@@ -702,5 +702,12 @@ SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
         "log posterior, the third runs the Gaussian exact sampler through a preset and checks "
         "its draws' mean. The moments of the tempered model's exact draws run under -m slow "
         "only."),
+    f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[3.0-0.02]": (
+        (f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[1.0-0.3]",
+         f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[2.5-0.1]"),
+        "an oracle's PLD of a narrow Gaussian (~0.2 CPU-s). The guards compare the same "
+        "composition (a Gaussian and two randomized responses, at the same four eps) with "
+        "dp_accounting's at two other (e, mu), the second with e = 2.5 near this one's 3. This "
+        "point of the sweep runs under -m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_C4)

@@ -125,7 +125,7 @@ def rwmh_kernel():
 
 
 CHAINS, ITERS = 40, 200
-SINGLE = 50  # iterations of the single-chain runs compared with the batched one
+SINGLE = 15  # iterations of the single-chain runs compared with the batched one (50 until stop 42)
 
 
 def test_chains_are_independent_and_match_single_chain_runs():
