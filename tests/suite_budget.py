@@ -519,12 +519,14 @@ SLOW_CASES_C3: dict[str, tuple[tuple[str, ...], str]] = {
         "and the legacy relation) and check it against its RDP and CLT starting points. Its "
         "comparison with the held value runs under slow only."),
     "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[0.01]": (
-        ("tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]",
-         "tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior"),
-        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard runs the "
-        "same exact sampler and the same KS, moment and posterior-mean checks untempered; the "
-        "second checks the tempered banana's exact-posterior density against the model's log "
-        "posterior (temperature 0.02), a closed form. The tempered KS tests run under slow only."),
+        ("tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-tempered-banana-10d]"),
+        "a program of 20000 exact draws and four KS tests (~0.4 CPU-s). The first guard checks "
+        "the tempered banana's exact-posterior density against the model's log posterior "
+        "(temperature 0.02), and its Gaussian parameters and posterior mean against closed forms; "
+        "the second runs the same exact sampler through a tempered preset and checks its draws' "
+        "mean. (Until stop 42 the untempered case, slow since then, was the first guard.) The "
+        "tempered KS tests run under slow only."),
     "tests/models/test_user_models.py::test_builtin_under_rwmh[gaussian]": (
         ("tests/models/test_user_models.py::test_logistic_regression_under_every_sampler[minibatch-penalty]",
          "tests/models/test_user_models.py::test_unknown_primitive_model_under_a_sampler",
@@ -699,3 +701,80 @@ SLOW_CASES_B4: dict[str, tuple[tuple[str, ...], str]] = {
         "-m slow only."),
 }
 SLOW_CASES.update(SLOW_CASES_B4)
+
+# Stop 42's cut, part C (tests/models/, tests/runtime/, tests/accounting/): the same format.
+_AC, _AB = f"{_ACC}test_adaptive_composition.py::", f"{_ACC}test_accounting_budget.py::"
+SLOW_CASES_C4: dict[str, tuple[tuple[str, ...], str]] = {
+    f"{_AC}test_dp_sgld_iterations_under_valid_composition": (
+        (f"{_AB}test_max_iterations_is_exact[dp-sgld-pld-substitute-1.5-100-eps1-chains2]",
+         "tests/accounting/test_reference.py::test_reference_value[max_iterations[dp-sgld,e=2,d=1e-06,n=100000,chains=1,acc=pld,nm=1.17851,b=1000]]",
+         f"{_AC}test_order_switching_beats_old_composition_and_not_the_new[1.1785113019775793-0.01-100-1.0-0.001]",
+         f"{_AC}test_spent_epsilon_survives_order_switching[dp-sgld-params0-pld]"),
+        "a reference value: the issue's iteration count (628, the old composition's 874) found "
+        "by a PLD search and six compositions (~1.4 CPU-s). By default dp-sgld's max_iterations "
+        "is exact under the valid composition (first guard: delta(k) <= delta < delta(k + 1)) "
+        "and equals a held value (second); the order-switching attack beats the old composition "
+        "and not the new (third) and stays below delta at the epsilon spent reports (fourth). "
+        "The count 628 against 874 runs under -m slow only."),
+    **{f"{_AB}test_defaults_are_sample_s_defaults[{case}]": (
+        (f"{_AB}test_defaults_are_sample_s_defaults[minibatch-penalty-params2]",
+         f"{_AB}test_defaults_are_sample_s_defaults[dp-penalty-params0]",
+         f"{_AC}test_dp_sgnht_is_charged_dp_sgld_s_release[pld]"),
+        "a PLD search of its own, dp-sgld's release at noise multiplier 1.5 (~0.95 CPU-s; "
+        "dp-sgnht's case reuses it). That max_iterations and spent default to the tightest "
+        "accountant and to dpmcmc.sample's 4 chains is shared code (accounting.budget): the "
+        "first guard checks it for a subsampled Gaussian release under the PLD (minibatch-"
+        "penalty's), the second for a full-data one; dp-sgnht is charged dp-sgld's release "
+        "(third). These two samplers' cases run under -m slow only.")
+       for case in ("dp-sgld-params4", "dp-sgnht-params5")},
+    "tests/models/test_models.py::test_banana_exact_posterior_transforms_to_gaussian[1.0]": (
+        ("tests/models/test_models.py::test_tempered_banana_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-tempered-banana-10d]",
+         "tests/models/test_models.py::test_banana_prior_sampler_matches_log_prior"),
+        "a Monte Carlo check of a law: 20000 exact draws and four KS tests, a program of its own "
+        "(~0.65 CPU-s). By default the first guard checks the banana's exact-posterior density "
+        "against the model's log posterior at exact draws, and the Gaussian of g^-1(theta) and the "
+        "posterior mean (001 Thm 13) against closed forms computed independently; the second "
+        "runs the same exact sampler (banana_forward of that Gaussian) through a preset and checks "
+        "its draws' mean; the third the map g^-1 on prior draws (their law and log density). The "
+        "KS tests of the exact draws run under -m slow only."),
+    "tests/models/test_models.py::test_circle_exact_posterior_draws": (
+        ("tests/models/test_models.py::test_circle_log_likelihood_and_exact_density",
+         "tests/models/test_models.py::test_circle_exact_density_normalised",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-circle]"),
+        "a Monte Carlo check of a law: 20000 exact draws, two KS tests and a mean, with the exact "
+        "sampler's program (~0.5 CPU-s, split from the closed-form checks in stop 42). By default "
+        "the first guard checks the likelihood's closed form and the exact posterior's density "
+        "(circle_log_density) against the model's log posterior, the second that this density "
+        "integrates to one, the third runs the circle's exact sampler through a preset and checks "
+        "its draws' mean. The KS tests of the exact draws run under -m slow only."),
+    "tests/runtime/test_chunk_buckets.py::test_a_run_in_the_same_bucket_compiles_no_chain_program_and_draws_alike": (
+        ("tests/runtime/test_compile_cache.py::test_repeated_call_on_new_data_compiles_nothing",
+         "tests/runtime/test_chunk_buckets.py::test_chunk_length_buckets"),
+        "a dp-penalty chain program of its own, in a fresh program cache (~1 CPU-s). Since stop "
+        "42 the first guard, whose program is the same model's and parameters' in chunks of "
+        "chunk_length(10) == 10 (200 iterations with a progress bar), runs 180 iterations "
+        "(chunks of chunk_length(9) == 10) and checks that no chain program is traced and the "
+        "draws are the longer run's up to their length; the second checks the buckets "
+        "themselves. The same check without a progress bar (one chunk for the whole run) runs "
+        "under -m slow only."),
+    "tests/models/test_models.py::test_gaussian_exact_posterior_draws_have_the_posterior_moments": (
+        ("tests/models/test_models.py::test_gaussian_posterior_closed_form",
+         "tests/models/test_models.py::test_tempered_gaussian_density_matches_log_posterior",
+         "tests/models/test_presets.py::test_thesis_exact_draws_agree_with_the_posterior_mean[thesis-gauss-30d]"),
+        "a Monte Carlo check of a law: 40000 exact draws' mean and covariance, the exact "
+        "sampler's program (split from the closed-form checks in stop 42). By default the first "
+        "guard checks the model's posterior mean and covariance against the conjugate update "
+        "computed in the test, the second the exact posterior's density against the model's "
+        "log posterior, the third runs the Gaussian exact sampler through a preset and checks "
+        "its draws' mean. The moments of the tempered model's exact draws run under -m slow "
+        "only."),
+    f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[3.0-0.02]": (
+        (f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[1.0-0.3]",
+         f"{_ACC}test_accounting_pure.py::test_matches_dp_accounting_pld_of_gaussian_and_randomized_response[2.5-0.1]"),
+        "an oracle's PLD of a narrow Gaussian (~0.2 CPU-s). The guards compare the same "
+        "composition (a Gaussian and two randomized responses, at the same four eps) with "
+        "dp_accounting's at two other (e, mu), the second with e = 2.5 near this one's 3. This "
+        "point of the sweep runs under -m slow only."),
+}
+SLOW_CASES.update(SLOW_CASES_C4)

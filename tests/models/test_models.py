@@ -143,7 +143,8 @@ def test_banana_sigma_sq_default_and_fill():
         banana(2, sigma_sq=(1.0, -2.0))
 
 
-# (The tempered case is slow since stop 41: tests/suite_budget.py, with its guards.)
+# (The tempered case is slow since stop 41, the untempered one since stop 42: tests/suite_budget.py,
+# with their guards.)
 @pytest.mark.parametrize("temperature", [1.0, 0.01])
 def test_banana_exact_posterior_transforms_to_gaussian(temperature):
     # 001 Thm 13: g^{-1}(theta) ~ N(mu, diag(var)) under the (tempered) posterior. Each
@@ -217,10 +218,23 @@ def test_tempered_banana_density_matches_log_posterior():
         return jnp.sum(jax.scipy.stats.norm.logpdf(z, mu, jnp.sqrt(var)), axis=-1)
 
     _density_difference_check(model, data, log_q, jax.random.key(6))
+    # 001 Thm 13's Gaussian of g^{-1}(theta), computed here independently (conjugate update of
+    # each coordinate, tempered), and the exact posterior mean E[theta_2] = mu_2 - a (var_1 +
+    # (mu_1 - m)^2) - b, in one compiled program. (The exact draws' law, KS tests against these
+    # closed forms, is test_banana_exact_posterior_transforms_to_gaussian's, slow.)
+    (mu, var), pm = jax.jit(lambda d: (model.metadata["posterior_params"](d),
+                                       model.metadata["posterior_mean"](d)))(data)
+    prec = 0.02 * 3000 / sig + 1.0 / 10.0
+    mu_ref, var_ref = 0.02 * 3000 / sig * np.asarray(data).mean(0) / prec, 1.0 / prec
+    np.testing.assert_allclose(mu, mu_ref, rtol=1e-10)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-12)
+    pm_ref = mu_ref.copy()
+    pm_ref[1] -= a * (var_ref[0] + (mu_ref[0] - m) ** 2) + b
+    np.testing.assert_allclose(pm, pm_ref, rtol=1e-10)
 
 
 # A tempered Gaussian with a correlated likelihood and an informative, correlated prior away
-# from 0: the conjugate update (test_gaussian_posterior_closed_form_and_moments) and the
+# from 0: the conjugate update (test_gaussian_posterior_closed_form) and the
 # sampler's density (test_tempered_gaussian_density_matches_log_posterior) of one model.
 _GAUSS_COV = np.array([[2.0, 0.6], [0.6, 1.0]])
 _GAUSS_PRIOR_COV = np.array([[5.0, 1.0], [1.0, 3.0]])
@@ -231,39 +245,57 @@ _GAUSS_T = 0.25
 @pytest.fixture(scope="module")
 def tempered_gaussian():
     """The model, its data, and in one compiled program (shared by the two tests below) its
-    posterior mean and covariance, 40000 exact draws, and the model's log posterior and the
-    exact posterior's log density at 400 more draws."""
+    posterior mean and covariance, and the model's log posterior and the exact posterior's log
+    density at 400 points about the posterior mean (drawn with NumPy: the exact sampler's draws
+    are test_gaussian_exact_posterior_draws_have_the_posterior_moments', slow)."""
     model = gaussian(_GAUSS_COV, prior_mean=_GAUSS_PRIOR_MEAN, prior_cov=_GAUSS_PRIOR_COV,
                      temperature=_GAUSS_T)
     log_q = lambda t, d: jax.scipy.stats.multivariate_normal.logpdf(  # noqa: E731
         t, model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d))
+    # The posterior sd is about 0.2 (n T = 50 records' worth of a unit-scale likelihood).
+    z = 0.3 * np.random.default_rng(9).normal(size=(400, 2))
 
     @jax.jit  # the data drawn in the same program (op by op, each draw compiles its operations)
-    def everything(k0, k, k2):
+    def everything(k0, z):
         d = generate_data(model, k0, 200)
-        return d, (model.metadata["posterior_mean"](d), model.metadata["posterior_cov"](d),
-                   model.exact_posterior(k, d, 40000),
-                   _model_and_sampler_log_densities(model, d, log_q, k2, 200))
+        mean = model.metadata["posterior_mean"](d)
+        pts = mean + z
+        return d, (mean, model.metadata["posterior_cov"](d),
+                   (jax.vmap(model.log_posterior, (0, None))(pts, d), log_q(pts, d)))
 
-    data, out = everything(jax.random.key(10), jax.random.key(11), jax.random.key(9))
+    data, out = everything(jax.random.key(10), z)
     return model, data, out
 
 
 def test_tempered_gaussian_density_matches_log_posterior(tempered_gaussian):
-    _, _, (_, _, _, (lp, lq)) = tempered_gaussian
+    _, _, (_, _, (lp, lq)) = tempered_gaussian
     _check_density_differences(lp, lq, 200, rtol=1e-6)
 
 
-def test_gaussian_posterior_closed_form_and_moments(tempered_gaussian):
-    # Conjugate update computed here with explicit inverses (BDA §3.5) vs the model.
-    _, data, (mean, pcov, draws, _) = tempered_gaussian
+def _gaussian_posterior(data):
+    # Conjugate update computed here with explicit inverses (BDA §3.5).
     cov, pc, mu0, t = _GAUSS_COV, _GAUSS_PRIOR_COV, _GAUSS_PRIOR_MEAN, _GAUSS_T
     n = 200
     post_cov = np.linalg.inv(np.linalg.inv(pc) + t * n * np.linalg.inv(cov))
     post_mean = post_cov @ (np.linalg.inv(pc) @ mu0 + t * n * np.linalg.inv(cov) @ np.asarray(data).mean(0))
+    return post_mean, post_cov
+
+
+def test_gaussian_posterior_closed_form(tempered_gaussian):
+    # The conjugate update against the model.
+    _, data, (mean, pcov, _) = tempered_gaussian
+    post_mean, post_cov = _gaussian_posterior(data)
     np.testing.assert_allclose(mean, post_mean, rtol=1e-10)
     np.testing.assert_allclose(pcov, post_cov, rtol=1e-10)
-    draws = np.asarray(draws)
+
+
+def test_gaussian_exact_posterior_draws_have_the_posterior_moments(tempered_gaussian):
+    """40000 exact draws: their mean within 5 standard errors of the closed form's, their
+    covariance within 4 %. Slow (tests/suite_budget.py, SLOW_CASES_C4), with its guards."""
+    model, data, _ = tempered_gaussian
+    post_mean, post_cov = _gaussian_posterior(data)
+    draws = np.asarray(jax.jit(lambda k, d: model.exact_posterior(k, d, 40000))(
+        jax.random.key(11), data))
     se = np.sqrt(np.diag(post_cov) / 40000)
     assert np.all(np.abs(draws.mean(0) - post_mean) < 5 * se)
     np.testing.assert_allclose(np.cov(draws.T), post_cov, rtol=0.04, atol=0.04 * post_cov.max())
@@ -292,24 +324,44 @@ def test_random_covariance():
     assert stats.kstest(eig, stats.gamma(0.5).cdf).pvalue > 1e-3
 
 
-def test_circle_log_likelihood_and_exact_posterior():
+def test_circle_log_likelihood_and_exact_density():
+    """The likelihood's closed form, and the exact posterior's normalised density
+    (circle_log_density, the law test_circle_exact_posterior_draws samples) against the model's
+    log posterior: their differences agree between points near the circle."""
     model = circle(1e-3, temperature=0.5)
     theta = jnp.array([1.0, 2.0])
     np.testing.assert_allclose(float(model.log_likelihood(theta, jnp.array([3.0]))), -1e-3 * (5.0 - 9.0) ** 2)
-    # The data, their posterior mean, the 20000 draws here and the density check's in one
-    # compiled program (op by op, each would compile its operations).
-    @jax.jit
-    def everything(k):
+    # Points near the posterior's ring (radius^2 about E[x^2] = 10, its sd about 0.7), drawn with
+    # NumPy: the exact sampler's draws are test_circle_exact_posterior_draws' (slow).
+    rng = np.random.default_rng(15)
+    r, phi = np.sqrt(10.0 + 0.7 * rng.normal(size=400)), rng.uniform(-np.pi, np.pi, 400)
+    pts = np.stack([r * np.cos(phi), r * np.sin(phi)], 1)
+
+    @jax.jit  # the data, their posterior mean and both densities in one compiled program
+    def everything(k, pts):
         d = generate_data(model, k, 2000)
         return d, model.metadata["posterior_mean"](d), (
-            model.exact_posterior(jax.random.key(14), d, 20000),
-            _model_and_sampler_log_densities(model, d, lambda t, d: circle_log_density(t, d, 1e-3, 0.5),
-                                             jax.random.key(15), 200))
+            jax.vmap(model.log_posterior, (0, None))(pts, d), circle_log_density(pts, d, 1e-3, 0.5))
 
-    data, pmean, (draws, (lp, lq)) = everything(jax.random.key(13))
+    data, pmean, (lp, lq) = everything(jax.random.key(13), pts)
     assert data.shape == (2000, 1)
     np.testing.assert_allclose(np.asarray(data).mean(), 3.0, atol=0.1)
     np.testing.assert_allclose(pmean, [0.0, 0.0])
+    _check_density_differences(lp, lq, 200, rtol=1e-7)
+
+
+def test_circle_exact_posterior_draws():
+    """20000 exact draws: rho = |theta|^2 follows the truncated normal of circle_radius_params,
+    the angle is uniform, the mean is 0 (KS tests at alpha = 1e-3, fixed seeds). Slow
+    (tests/suite_budget.py, SLOW_CASES_C4), with its guards."""
+    model = circle(1e-3, temperature=0.5)
+
+    @jax.jit  # the data and the draws in one compiled program (op by op, each compiles its operations)
+    def everything(k):
+        d = generate_data(model, k, 2000)
+        return d, model.exact_posterior(jax.random.key(14), d, 20000)
+
+    data, draws = everything(jax.random.key(13))
     draws = np.asarray(draws)
     rho = (draws**2).sum(1)
     loc = np.mean(np.asarray(data)[:, 0] ** 2)
@@ -317,7 +369,6 @@ def test_circle_log_likelihood_and_exact_posterior():
     assert stats.kstest(rho, stats.truncnorm(-loc / scale, np.inf, loc, scale).cdf).pvalue > 1e-3
     assert np.linalg.norm(draws.mean(0)) < 5 * np.sqrt(loc / 20000)
     assert stats.kstest(np.arctan2(draws[:, 1], draws[:, 0]), stats.uniform(-np.pi, 2 * np.pi).cdf).pvalue > 1e-3
-    _check_density_differences(lp, lq, 200, rtol=1e-7)
 
 
 def test_circle_exact_density_normalised():

@@ -68,26 +68,39 @@ def test_repeated_call_on_new_data_compiles_nothing(banana, capsys, monkeypatch)
     # An empty program cache: the first call compiles here, whatever ran before.
     fresh_program_cache(monkeypatch)
     model, data, theta0 = banana
-    first = dpmcmc.sample(model, data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                          key=jax.random.key(1), progress=True, theta0=theta0, **PENALTY)
+
+    def run(d, iterations, key):
+        # With a progress bar the driver runs chunks of about iterations / 20, each compiled at
+        # chunk_length of that: 200 iterations in chunks of chunk_length(10) == 10.
+        return dpmcmc.sample(model, d, "dp-penalty", chains=2, iterations=iterations,
+                             delta=1e-5, key=jax.random.key(key), progress=True, theta0=theta0,
+                             **PENALTY)
+
+    first = run(data, 200, 1)
     out = capsys.readouterr().out
     assert "compil" in out and "sampling" in out
     assert out.index("compil") < out.index("sampling")
     new_data = data[::-1] + 30.0  # same shape, other values
     with CompileCounter() as count:
-        again = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                              key=jax.random.key(2), progress=True, theta0=theta0, **PENALTY)
+        again = run(new_data, 200, 2)
     assert count.compiles == 0 and count.traces == 0, (count.compiles, count.traces)
     # Compiled already: the second call shows the sampling bar only.
     out = capsys.readouterr().out
     assert "sampling" in out and "compil" not in out
     # The program reads the data it is given: the same key on the new data gives other draws
     # than on the first data (the data are an argument, not a constant of the cached program).
-    same_key = dpmcmc.sample(model, new_data, "dp-penalty", chains=2, iterations=30, delta=1e-5,
-                             key=jax.random.key(1), progress=True, theta0=theta0, **PENALTY)
+    same_key = run(new_data, 200, 1)
     assert not np.array_equal(same_key.samples, first.samples)
     assert np.ptp(first.samples[0, :, 0]) > 0  # the chains move
     assert again.samples.shape == first.samples.shape
+    # Another run length whose chunks fall in the same bucket (chunk_length(9) == 10, at most a
+    # quarter of a chunk skipped; test_chunk_buckets.py) compiles no chain program and gives
+    # the same draws up to its length (each iteration's key is the chain's key folded with t).
+    with CompileCounter() as bucket:
+        short = run(data, 180, 1)
+    assert "run" not in bucket.traced, bucket.traced
+    assert short.samples.shape[1] == 180
+    np.testing.assert_array_equal(short.samples, first.samples[:, :180])
 
 
 def _gauss_model(scale, offset=0.0):

@@ -103,18 +103,29 @@ _RWMH = {}
 
 def rwmh_kernel():
     """``(kernel, data, cache_key)``: one rwmh kernel for the module, whose runs go through the
-    driver's program cache, so that test_progress_bar_shows_only_iteration_counts runs the
-    program test_chains_are_independent_and_match_single_chain_runs compiled (same chains,
-    same chunk length) instead of compiling its own."""
+    driver's program cache, so that test_progress_bar_shows_only_iteration_counts and
+    test_iterations_are_compiled_not_a_python_loop run the program
+    test_chains_are_independent_and_match_single_chain_runs compiled (same chains, same chunk
+    length) instead of compiling their own, whichever runs first. Its step counts its traces
+    in ``_RWMH["traces"]`` (a Python side effect: it runs only while the step is traced);
+    ``_RWMH["inner"]`` is the same kernel without the count."""
     if not _RWMH:
         model, data = gaussian_setup()
-        kernel = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+        inner = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
+        traces = _RWMH["traces"] = []
+
+        def step(key, state, data):
+            traces.append(1)  # runs only while tracing
+            return inner.step(key, state, data)
+
+        kernel = Kernel(inner.init, step)
+        _RWMH["inner"] = inner
         _RWMH["run"] = (kernel, data, ("tests/runtime/test_driver.py::rwmh", id(kernel)))
     return _RWMH["run"]
 
 
 CHAINS, ITERS = 40, 200
-SINGLE = 50  # iterations of the single-chain runs compared with the batched one
+SINGLE = 15  # iterations of the single-chain runs compared with the batched one (50 until stop 42)
 
 
 def test_chains_are_independent_and_match_single_chain_runs():
@@ -129,8 +140,9 @@ def test_chains_are_independent_and_match_single_chain_runs():
     # step t's key is fold_in(chain key, t) at every t, so a longer prefix adds Python-loop
     # dispatches (~1 ms each), not a different computation.
     keys = jax.random.split(key, chains)
-    init = jax.jit(kernel.init)
-    step = jax.jit(lambda k, t, s: kernel.step(jax.random.fold_in(k, t), s, data))
+    inner = _RWMH["inner"]  # the kernel's step without its trace count
+    init = jax.jit(inner.init)
+    step = jax.jit(lambda k, t, s: inner.step(jax.random.fold_in(k, t), s, data))
     for c in (0, 17):
         state = init(jnp.zeros(2), data)
         single = []
@@ -150,23 +162,17 @@ def test_chains_are_independent_and_match_single_chain_runs():
 def test_iterations_are_compiled_not_a_python_loop():
     # How often the driver traces a step is the driver's, whatever the kernel: rwmh's is the
     # cheapest chain program to compile (dp-penalty's chains were compiled here until stop 40;
-    # its runs in chunks are test_chunk_cache.py's).
-    model, data = gaussian_setup()
-    inner = kernel_for("rwmh", model, data, **PARAMS["rwmh"])
-    traces = []
-
-    def step(key, state, data):
-        traces.append(1)  # runs only while tracing
-        return inner.step(key, state, data)
-
-    kernel = Kernel(inner.init, step)
-    # 1000 iterations in chunks of 300 (the last one partial): the step is traced for the shape
-    # of Info and once for the compiled scan, never per iteration nor per chunk. (One run: the
-    # unchunked run of 1000 was a second program for the same count.)
-    pos, _ = run_chains(kernel, jnp.zeros((2, 2)), jax.random.key(0), 1000, data=data,
-                        progress=False, chunk_size=300)
-    assert pos.shape == (2, 1000, 2)
-    assert 1 <= len(traces) <= 2
+    # its runs in chunks are test_chunk_cache.py's). The module's rwmh kernel counts its traces
+    # over every run of the module (test_chains_are_independent_and_match_single_chain_runs and
+    # test_progress_bar_shows_only_iteration_counts run the same program for 200 iterations).
+    kernel, data, cache_key = rwmh_kernel()
+    # 1100 iterations in chunks of 200 (the last one partial): the step is traced for the shape
+    # of Info and once for the compiled scan, never per iteration, per chunk or per run. (One
+    # program for every run of the module: a program of its own cost ~0.5 CPU-s until stop 42.)
+    pos, _ = run_chains(kernel, jnp.zeros((CHAINS, 2)), jax.random.key(0), 1100, data=data,
+                        progress=False, chunk_size=ITERS, cache_key=cache_key)
+    assert pos.shape == (CHAINS, 1100, 2)
+    assert 1 <= len(_RWMH["traces"]) <= 2
 
 
 def test_progress_bar_shows_only_iteration_counts(capsys):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from ._checks import check_nonnegative, check_positive, check_probability
 
@@ -182,6 +182,8 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     hi = mu + math.sqrt(2.0 * mu) * max(z, 1.0)
     while _log_delta(mu, hi) > log_target:  # guard; the tail bound makes this rare
         hi *= 2.0
+    from scipy import optimize  # on first use (pld._chernoff_end says why)
+
     return float(
         optimize.brentq(
             lambda e: _log_delta(mu, e) - log_target, 0.0, hi, xtol=1e-300, rtol=1e-14, maxiter=500
@@ -219,6 +221,8 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     hi = max(2.0 * lo, 1e-300)
     while _log_delta(hi, epsilon) <= log_target:
         hi *= 2.0
+    from scipy import optimize  # on first use (pld._chernoff_end says why)
+
     log_mu = optimize.brentq(
         lambda lm: _log_delta(math.exp(lm), epsilon) - log_target,
         math.log(lo),

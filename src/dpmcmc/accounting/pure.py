@@ -37,7 +37,7 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from ._checks import check_nonnegative, check_positive, check_probability
 from ._logspace import grouped_logsumexp, logsumexp
@@ -170,6 +170,8 @@ def composed_epsilon(delta: float, *, mu: float = 0.0, pure: Sequence[float] = (
     hi = max(hi, 1e-12)
     while _log_composed_delta(mu, pure, hi) > log_target:  # rounding at the bracket only
         hi *= 1.0 + 1e-9
+    from scipy import optimize  # on first use (pld._chernoff_end says why)
+
     return float(optimize.brentq(lambda e: _log_composed_delta(mu, pure, e) - log_target,
                                  0.0, hi, xtol=1e-300, rtol=1e-13, maxiter=500))
 
@@ -226,6 +228,8 @@ def _max_pure_scale(epsilon: float, delta: float, shares: tuple, mu: float) -> f
     tiny = 1e-12 * hi
     if excess(tiny) >= 0:
         return 0.0
+    from scipy import optimize  # on first use (pld._chernoff_end says why)
+
     s = float(optimize.brentq(excess, max(lo, tiny), hi, xtol=1e-300, rtol=1e-13, maxiter=500))
     # The root itself may sit a rounding error above δ: step down until it is feasible.
     while excess(s) > 0:

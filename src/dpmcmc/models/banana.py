@@ -37,6 +37,7 @@ from ._common import (
     check_real,
     check_temperature,
     positive_vector,
+    shift_scale,
 )
 from .base import Model
 
@@ -216,8 +217,7 @@ def banana(
         n = check_n(n)
         th = theta_true if theta is None else as_vector("theta", theta, dim)
         mean = np.asarray(banana_inverse(jnp.asarray(th), a, b, m))
-        eps = jax.random.normal(key, (n, dim))
-        return jnp.asarray(mean, eps.dtype) + jnp.asarray(np.sqrt(sig), eps.dtype) * eps
+        return shift_scale(mean, np.sqrt(sig), jax.random.normal(key, (n, dim)))
 
     metadata = {
         "family": "banana",

@@ -36,6 +36,7 @@ from ._common import (
     check_positive,
     check_real,
     check_temperature,
+    shift_scale,
 )
 from .base import Model
 
@@ -139,7 +140,7 @@ def circle(
         # The thesis gives no generative model linking r to (x, y): theta is ignored.
         key = check_key(key)
         n = check_n(n)
-        return r_mean + r_std * jax.random.normal(key, (n, 1))
+        return shift_scale(r_mean, r_std, jax.random.normal(key, (n, 1)))
 
     metadata = {
         "family": "circle",
