@@ -152,4 +152,5 @@ def shift_scale(loc: Any, scale: Any, eps: Any) -> jax.Array:
     if isinstance(eps, jax.core.Tracer):
         return jnp.asarray(loc, eps.dtype) + jnp.asarray(scale, eps.dtype) * eps
     e = np.asarray(eps)
-    return jnp.asarray(np.asarray(loc, e.dtype) + np.asarray(scale, e.dtype) * e)
+    # jax.device_put, not jnp.asarray, which would compile a staging program per shape.
+    return jax.device_put(np.asarray(loc, e.dtype) + np.asarray(scale, e.dtype) * e)
