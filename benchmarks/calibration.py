@@ -309,11 +309,13 @@ def main() -> None:
         return
     command = "PYTHONPATH=src python benchmarks/calibration.py " + " ".join(sys.argv[1:])
     if args.report_only:
+        # Say how the stored points were measured, from what they record.
+        sizes = " ".join(f"--{k} {','.join(map(str, sorted({r[k] for r in rows})))}"
+                         for k in ("reps", "draws"))
         command = ("the points in benchmarks/results/calibration.json were measured by "
-                   "`PYTHONPATH=src nice -n 10 python benchmarks/calibration.py --reps 100 "
-                   "--draws 150 --n 100,1000,10000 --eps 1,4` (every family and d), then "
-                   "`... --n 300,30 --eps 0.3,1,4`, stopped for time after the points listed; "
-                   "report: " + command)
+                   f"`PYTHONPATH=src nice -n 10 python benchmarks/calibration.py {sizes}` "
+                   "(the grid's own --n, --d and --eps; one --n at a time, a rerun skipping the "
+                   "points already there); report: `" + command + "`")
     report(rows, command)
     figure(rows)
 
