@@ -806,8 +806,11 @@ def _sample_auto(request, model, data, _on_chunk=None):
     fit = private_newton(k_start, model, arr, point, cfg.start, noise=noise)
     if not np.all(np.isfinite(np.asarray(fit.start_cov))):
         # A function of released values only: safe to report.
-        raise ValueError("the private Newton start ended at a non-finite point (the log-prior's "
-                         "gradient or curvature?)")
+        raise ValueError("the private Newton start ended without a finite approximation: the "
+                         "released curvature resolves no precision along some direction and the "
+                         "log-prior has none there (a flat prior), or the moves diverged (the "
+                         "outer products of the per-record gradients missing the model's "
+                         "curvature, as for a misspecified likelihood)")
     params = dict(cfg.params(), mean=np.asarray(fit.mean).tolist())
     common = dict(privacy=plan.report, algorithm=AUTO, model_name=model.name,
                   param_names=model.param_names, secure=secret is not None, plan=plan)

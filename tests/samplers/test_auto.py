@@ -204,3 +204,19 @@ def test_experiments_have_an_auto_line_in_its_own_start_mode():
             # Only the bounds of the tuned DP-HMC are declared.
             assert m["algorithms"]["auto"]["params"] == {
                 k: m["algorithms"]["dp-hmc"]["params"][k] for k in ("clip", "grad_clip")}
+
+
+def testwhitening_floor_never_claims_more_curvature_than_the_previous_whitening():
+    # In whitened units a stage's outer-product sum is about n I when the last whitening is
+    # right; a noise floor above n (a stage clipping far beyond its expected norm) must not
+    # raise an unresolved eigenvalue above n, or the direction is lost round after round.
+    from dpmcmc.samplers import private_newton as pn
+
+    n, dim = 1000, 2
+    quiet = pn.eigen_floor(1.0, dim)
+    assert float(pn.whitening_floor(1.0, dim, n)) == pytest.approx(quiet)
+    assert float(pn.whitening_floor(1e4, dim, n)) == pytest.approx(n)
+    # Used as the eigenvalue floor of the stage's sum: an unresolved eigenvalue (50) rises to
+    # n, the previous whitening's curvature, not to the noise floor's 2·10⁴·√2.
+    floor = float(pn.whitening_floor(1e4, dim, n))
+    np.testing.assert_allclose(np.maximum([50.0, 2e3], floor), [n, 2e3])

@@ -179,3 +179,19 @@ def test_secure_run_starts_privately_as_planned():
                                              **{k: v for k, v in kw.items() if k != "progress"}
                                              ).to_dict()
     assert sec.privacy == res.privacy
+
+
+def test_public_point_under_a_flat_prior_is_a_central_draw_not_the_origin():
+    # A flat prior ties every candidate; the origin then has no claim, and for the circle model
+    # it is the ring's centre, where every record's gradient is zero (the first Newton move was
+    # noise alone). The tie goes to the draw nearest the draws' median.
+    from dpmcmc.models import circle
+    from dpmcmc.samplers.private_init import public_point
+
+    model = circle()
+    draws = np.asarray(model.sample_prior(jax.random.key(3), (64,)))
+    point = public_point(model, draws)
+    assert any(np.array_equal(point, d) for d in draws)
+    dist = np.sum((draws - np.median(draws, axis=0)) ** 2, axis=1)
+    np.testing.assert_array_equal(point, draws[np.argmin(dist)])
+    assert np.linalg.norm(point) > 0.5          # the sample_prior N((0, 1), I) is off the origin

@@ -63,7 +63,8 @@ def public_point(model, candidates=None):
     prior draws, the earlier choice, can lie far out in the prior's tail: for the banana prior
     θ₂ = z₂ − a z₁² its mean is about −a σ₀², thousands of posterior sds away, beyond what the
     K sign steps can travel; the densest draw sits near the prior's mode, and the origin is the
-    mode of the usual centred priors (the GLMs' N(0, s²)).
+    mode of the usual centred priors (the GLMs' N(0, s²)). Among candidates of equal prior
+    density (a flat prior) the draw nearest the draws' coordinate-wise median wins.
     """
     import numpy as np
 
@@ -73,7 +74,16 @@ def public_point(model, candidates=None):
     with jax.enable_x64(True):
         logp = np.asarray(jax.vmap(model.log_prior)(jnp.asarray(points)), dtype=np.float64)
     logp = np.where(np.isfinite(logp), logp, -np.inf)
-    return points[int(np.argmax(logp))]
+    best = np.flatnonzero(logp >= np.max(logp))
+    if best.size == 1 or candidates is None:
+        return points[int(best[0])]
+    # A tie (a flat prior: every candidate equally dense) says nothing for the origin, which
+    # may then be a stationary point of the likelihood where every record's gradient vanishes
+    # (the circle model's centre), so that the first Newton move is made of noise alone. The
+    # tied draw nearest the draws' coordinate-wise median is a central point of the model's
+    # public starting distribution instead.
+    centre = np.median(points[1:], axis=0)
+    return points[int(best[np.argmin(np.sum((points[best] - centre) ** 2, axis=1))])]
 
 
 class InitPlan(NamedTuple):

@@ -85,7 +85,8 @@ from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 from dpmcmc.records.passes import whitened_grad_histogram, whitened_grad_moments
 
 __all__ = ["NewtonPlan", "NewtonFit", "newton_plan", "private_newton", "start_draws",
-           "eigen_floor", "DEFAULT_ROUNDS", "DEFAULT_QUANTILE", "FINAL_SHARE", "ROUND_RELEASES",
+           "eigen_floor", "whitening_floor", "DEFAULT_ROUNDS", "DEFAULT_QUANTILE", "FINAL_SHARE",
+           "ROUND_RELEASES",
            "MAX_PRIOR_STEP", "chi2_ppf"]
 
 #: Newton rounds at most by default (fewer where n·μ is small: :func:`newton_plan`).
@@ -270,6 +271,20 @@ def _psd_floor(m, floor):
     return (vecs * jnp.maximum(vals, floor)) @ vecs.T
 
 
+def whitening_floor(sd_outer, dim: int, n: int):
+    """Eigenvalue floor of a stage's whitened outer-product sum where it only sets a whitening
+    (and the Newton move's metric): the noise level, but at most ``n``. In whitened units the
+    sum is about ``n I`` when the previous whitening is right, so an eigenvalue below a floor
+    above ``n`` says nothing, and raising it to that floor would claim more curvature than the
+    previous whitening did: the next whitening then shrinks that direction, its gradients sink
+    below the next stage's noise, and the direction is lost round after round (a narrow banana:
+    a stage clipping at 95 × the expected norm put its floor at 3n, and the start's
+    approximation came out 3500× too wide along the banana; the chain from it diverged).
+    Capped at ``n``, an unresolved direction keeps the previous whitening. Public: the noise
+    sd and ``n``."""
+    return jnp.minimum(eigen_floor(sd_outer, dim), float(n))
+
+
 def _shrunk(m, noise_floor):
     """A released d×d covariance sum made positive definite without adding information: its
     eigenvalues less the noise level (:func:`eigen_floor`), at least 0 (a direction the noise
@@ -361,7 +376,7 @@ def _round(model, prepared, n: int, quantile: float, key, theta, whiten, unit, s
     # Shape: the gradients' covariance around that centre, at θ: the main stage's whitening.
     clip_s, _, s_u, sd_outer = _releases_at(model, prepared, n, quantile, k_s, theta, whiten,
                                             center, unit, s[2], 1.0, s[3], noise)
-    fisher_s, _ = _fisher(whiten, _psd_floor(s_u, eigen_floor(sd_outer, dim)))
+    fisher_s, _ = _fisher(whiten, _psd_floor(s_u, whitening_floor(sd_outer, dim, n)))
     # Saturation: where almost every gradient was clipped (tr Σ̃uuᵀ ≈ n C²: a clip at the
     # fallback, far below the gradients), their covariance says little about their scale;
     # the main stage's clip then grows by SATURATION_GROWTH instead (post-processing).
@@ -372,7 +387,7 @@ def _round(model, prepared, n: int, quantile: float, key, theta, whiten, unit, s
     clip, g_u, s_u, sd_outer = _releases_at(model, prepared, n, quantile, k_m, theta, whiten,
                                             center, unit, s[4], s[5], s[6], noise)
     f_raw = s_u - jnp.outer(g_u, g_u) / n
-    fisher, w_inv = _fisher(whiten, _psd_floor(f_raw, eigen_floor(sd_outer, dim)))
+    fisher, w_inv = _fisher(whiten, _psd_floor(f_raw, whitening_floor(sd_outer, dim, n)))
     # For the approximation: the noise level subtracted rather than added (_shrunk).
     honest, _ = _fisher(whiten, _shrunk(f_raw, eigen_floor(sd_outer, dim))[0])
     # Σ_j (∇ℓ_j − c) = W⁻¹ Σ_j u_j (where unclipped): the gradient sum is n c plus it.
