@@ -75,7 +75,7 @@ def public_point(model, candidates=None):
         logp = np.asarray(jax.vmap(model.log_prior)(jnp.asarray(points)), dtype=np.float64)
     logp = np.where(np.isfinite(logp), logp, -np.inf)
     best = np.flatnonzero(logp >= np.max(logp))
-    if best.size == 1 or candidates is None:
+    if best.size == 1:  # also whenever no draws were given: the origin alone
         return points[int(best[0])]
     # A tie (a flat prior: every candidate equally dense) says nothing for the origin, which
     # may then be a stationary point of the likelihood where every record's gradient vanishes

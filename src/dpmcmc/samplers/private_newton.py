@@ -86,8 +86,7 @@ from dpmcmc.records.passes import whitened_grad_histogram, whitened_grad_moments
 
 __all__ = ["NewtonPlan", "NewtonFit", "newton_plan", "private_newton", "start_draws",
            "eigen_floor", "whitening_floor", "DEFAULT_ROUNDS", "DEFAULT_QUANTILE", "FINAL_SHARE",
-           "ROUND_RELEASES",
-           "MAX_PRIOR_STEP", "chi2_ppf"]
+           "ROUND_RELEASES", "MAX_PRIOR_STEP", "chi2_ppf"]
 
 #: Newton rounds at most by default (fewer where n·μ is small: :func:`newton_plan`).
 DEFAULT_ROUNDS = 6
