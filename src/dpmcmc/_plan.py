@@ -382,7 +382,11 @@ def _one_shot_plan(request, spec, prepared: dict, n: int, model: Any) -> Plan:
                 epsilon=float(request.epsilon), delta=float(request.delta),
                 accountant=report.accountant, relation=report.relation,
                 iterations=int(prepared.get("draws", 1)), warmup=0,
-                epsilon_spent=float(report.epsilon), params=dict(prepared), noise=noise,
+                epsilon_spent=float(report.epsilon),
+                # What the split resolved from the budget (the finder and its rounds, the early
+                # rounds' mechanism) replaces the prepared "auto"/None.
+                params={**prepared, **{k: v for k, v in split.items() if k in prepared}},
+                noise=noise,
                 warnings=warns, blocking=blocking, notes=tuple(notes),
                 start="none: one set of releases, then independent draws",
                 secure=request.secure is not None, private_start=None, report=report)

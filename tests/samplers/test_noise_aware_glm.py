@@ -67,13 +67,17 @@ def test_report_charges_what_the_mechanisms_draw(fresh_runs):
     # Each Gaussian release: σ = C √(2/μ), i.e. μ = (2C)²/(2σ²) for the replace-one sensitivity 2C.
     for m in gauss:
         assert math.isclose(m["mu"], 2.0 / m["sigma"] ** 2, rel_tol=1e-12)
-    assert sum(m["count"] for m in rep.mechanisms) == 2 * res.params["steps"]
-    # At d = 4, ε = 2 the last round's K-norm mechanism adds less noise than a Gaussian one, so
-    # the early rounds are K-norm too (early_mechanism="auto"): every release is pure.
-    steps = res.params["steps"]
-    assert not gauss and rep.params["early_mechanism"] == "knorm"
-    assert [m["name"] for m in pure] == [f"{s} sum, round {k}" for k in range(1, steps + 1)
-                                         for s in ("gradient", "Hessian")]
+    # At d = 4, ε = 2 a K-norm gradient adds less noise than a Gaussian one, so the logistic
+    # default finds its point by objective perturbation (finder="auto"): the ObjPert point
+    # (pure, its Jacobian term included in its ε), the Gaussian release of the solver's
+    # residual, and the K-norm Hessian at the point; the fit's parameters say so.
+    assert res.params["finder"] == rep.params["finder"] == "objpert"
+    assert res.params["steps"] == 1
+    assert [m["name"] for m in rep.mechanisms] == ["ObjPert point", "ObjPert residual",
+                                                   "Hessian sum, round 1"]
+    assert [m["name"] for m in gauss] == ["ObjPert residual"]
+    point = nag.plan_releases(rep.n, rep.params).gradients[0]
+    assert point.epsilon == pure[0]["epsilon"] and 0 < point.jacobian < point.epsilon
     total = sum(m["total_mu"] for m in gauss)
     assert math.isclose(total, rep.details["total_mu"], rel_tol=1e-12)
     assert [m["epsilon"] for m in pure] == rep.details["pure_epsilon"]
@@ -106,7 +110,7 @@ def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
     without ``early_mechanism`` (made before pure early rounds existed) re-derives Gaussian
     early rounds, so its charge is unchanged."""
     eps, delta = 2.0, 1e-6
-    plan = nag.release_plan("logistic", 300, 3, eps, delta)
+    plan = nag.release_plan("logistic", 300, 3, eps, delta, finder="newton")
     assert all(r.kind == "knorm" for r in plan.releases()) and plan.mu_total == 0.0
     early = [g.epsilon + h.epsilon for g, h in zip(plan.gradients[:-1], plan.hessians[:-1])]
     assert np.allclose(np.diff(early) / np.asarray(early[:-1]), nag.EARLY_GROWTH - 1.0)
@@ -126,7 +130,7 @@ def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
 def test_pure_early_rounds_release_in_one_program():
     """The releases of a plan with pure early rounds (one scan over their ε), run as one
     compiled program: a public point per round and finite Hessian releases."""
-    plan = nag.release_plan("logistic", 300, 3, 2.0, 1e-6)
+    plan = nag.release_plan("logistic", 300, 3, 2.0, 1e-6, finder="newton")
     assert plan.steps > 1 and all(r.kind == "knorm" for r in plan.releases())
     rng = np.random.default_rng(0)
     X = np.column_stack([np.ones(300), rng.uniform(-1, 1, (300, 2))])
@@ -169,7 +173,7 @@ def test_per_record_bounds_hold_on_the_whole_box():
     rng = np.random.default_rng(1)
     inside = np.column_stack([np.ones(500), rng.uniform(-1, 1, (500, d - 1))])
     X = np.vstack([corners, inside])
-    plan = nag.release_plan("logistic", 10, d, 1.0, 1e-6, mechanism="knorm")
+    plan = nag.release_plan("logistic", 10, d, 1.0, 1e-6, mechanism="knorm", finder="newton")
     g_box, h_box = plan.gradients[-1].bound, plan.hessians[-1].bound
     assert plan.gradients[-1].kind == "knorm" and (g_box, h_box) == (1.0, 0.25)
     for theta in (np.zeros(d), rng.normal(0, 3, d), np.array([0.0, 10.0, -10.0, 10.0])):

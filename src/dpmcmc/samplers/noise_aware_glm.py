@@ -130,6 +130,47 @@ curvature and, for linear regression without a declared residual sd, of the rele
 (the residual variance ``s²`` drawn from ``RSS/χ²_{n−d}``, RSS from the releases). The draws are independent: no chains to mix, no warm-up. Their randomness is
 public.
 
+The logistic family's ObjPert finder (``finder="objpert"``, the default where the gradient is a
+K-norm release)
+-----------------------------------------------------------------------------------------------
+Newton rounds spend a third of the budget getting near the mode, and their last point is still
+off it (ISLR Default at ε = 4: median worst error 3.8 non-private sds, 6.9× the oracle's of
+benchmarks/glm_oracle.py). Objective perturbation (Chaudhuri, Monteleoni & Sarwate 2011;
+Kifer, Smith & Thakurta 2012) finds a point near the mode *and* a gradient at it in one release:
+draw ``b`` from the ℓ∞ K-norm density ``∝ exp(−ε_b max_j |b_j|/2)`` and release the minimiser
+θ* of ``J_D(θ) = Σ_i [softplus(x̃_iᵀθ) − y_i x̃_iᵀθ] + (Λ/2)‖θ‖² + bᵀθ``,
+``Λ = β/(e^{ε_J} − 1)``, ``β = d/4``. Its stationarity says ``∇L_D(θ*) = Λθ* + b``: the
+log-likelihood gradient at θ* is the public ``Λθ*`` up to K-norm noise of exactly the law of a
+gradient release at ε_b. So the noise-aware posterior above applies unchanged with θ_K = θ*,
+ĝ = Λθ*, the gradient noise that of ``b``, and one Hessian release at θ* (K-norm, or Gaussian
+by the last round's rule).
+
+*Replace-one privacy of θ*.* J_D is Λ-strongly convex, so each θ is the minimiser for exactly
+one ``b_D(θ) = ∇L_D(θ) − Λθ`` and the output's density is ``ν(b_D(θ)) det(ΛI + H_D(θ))``. For D,
+D′ differing in one record (either order, any θ): ``b_D(θ) − b_D′(θ)`` is a difference of two
+per-record gradients, every coordinate in (−2, 2), so the ν ratio is ≤ e^{ε_b}; with the common
+part ``A₀ = ΛI + Σ_{j≠i} H_j ⪰ ΛI`` and rank-one terms of eigenvalue ≤ β, the determinant ratio
+is ≤ ``det(A₀ + aaᵀ)/det A₀ = 1 + aᵀA₀⁻¹a ≤ 1 + β/Λ = e^{ε_J}`` (one rank-one change, not
+two: the smaller determinant is bounded below by det A₀). So θ* is pure (ε_b + ε_J)-DP.
+ε_J is :data:`OBJPERT_JACOBIAN_SHARE` of the release's ε.
+
+*The solver.* The argument is about the exact θ*. :func:`objpert_solve` (damped Newton, float64)
+stops at ``‖∇J‖ ≤ γ`` (:data:`OBJPERT_TOL`), so ``‖θ̂ − θ*‖ ≤ γ/Λ``; the released point is
+``θ̂ + N(0, σ_r²)``, a Gaussian release of ``θ̂ − θ*`` (a function of D and θ*, sensitivity
+2γ/Λ) composed with θ* and post-processed (the approximate-minimiser argument of Iyengar et al.
+2019). It costs :data:`OBJPERT_RESIDUAL_SHARE` of μ_all; σ_r is ~10⁻⁶ scaled units, and the
+posterior still carries it (``σ_r²(H + ΛI)²`` in the score's covariance). The iteration cap is a
+public constant, met on separable, single-outcome, corner and large steep tables in
+tests/samplers/test_glm_objpert.py (~10 iterations on real tables); the number of iterations is
+never released.
+
+*Why Λ is not undone for free.* The ridge pulls θ* towards 0 by about ``(H + Λ)⁻¹Λθ̂``; the
+posterior's Newton step from θ* with the released curvature removes it, so its error is the
+curvature's noise times that pull. ε_J = 0.2 of the point's ε (the measured best of {0.1, 0.2,
+0.35, 0.5} on the development tables, benchmarks/results/glm_oracle_width.md) keeps Λ ≈ d/4
+at ε = 4. The Poisson family keeps Newton rounds: its capped log-likelihood is not concave and
+its per-record Hessian is bounded only on the public set Θ_B.
+
 Calibration on tables simulated from the model (coverage of the true coefficients by the
 central 50 % and 90 % intervals): :mod:`dpmcmc.tabular.calibration`, benchmarks/calibration.py,
 docs/calibration.md.
@@ -154,7 +195,8 @@ from dpmcmc.kernels.mechanisms import DEFAULT_NOISE, NoiseSource
 
 __all__ = ["FAMILIES", "NEWTON_FAMILIES", "MECHANISMS", "GLMRelease", "GLMReleasePlan",
            "release_plan", "fit", "hessian_floor", "noise_aware_draws", "curvature_shrinkage",
-           "kappa", "public_point", "check_count_cap", "MAX_STEP"]
+           "kappa", "public_point", "check_count_cap", "MAX_STEP", "FINDERS",
+           "objpert_solve", "objpert_log_ratio"]
 
 FAMILIES = ("logistic", "linear", "poisson")
 #: The families fitted by Newton rounds at moving public points: their score is nonlinear in θ,
@@ -162,6 +204,30 @@ FAMILIES = ("logistic", "linear", "poisson")
 NEWTON_FAMILIES = ("logistic", "poisson")
 GAUSSIAN = "gaussian"
 SUM_OF_SQUARES = "sum of squares"
+#: The objective-perturbation release (:func:`objpert_point`): a point whose log-likelihood
+#: gradient is known up to K-norm noise, and the Gaussian release of its solver's residual.
+OBJPERT_POINT = "ObjPert point"
+OBJPERT_RESIDUAL = "ObjPert residual"
+#: Statistics released as d-vectors (K-norm box of half-width twice the coordinate bound).
+VECTOR_STATISTICS = ("gradient", OBJPERT_POINT)
+#: How the point of the last round is found: Newton rounds at public points, or one
+#: objective-perturbation release (logistic only); "auto" picks from public inputs.
+NEWTON = "newton"
+OBJPERT = "objpert"
+FINDERS = ("auto", NEWTON, OBJPERT)
+#: Share of the ObjPert release's ε that pays for its Jacobian term (sets the ridge Λ =
+#: β/(e^{ε_J} − 1)). Smaller: less noise in the point's gradient, a larger ridge to undo with
+#: the released curvature (benchmarks/results/glm_oracle_width.md, debiased ObjPert rows).
+OBJPERT_JACOBIAN_SHARE = 0.2
+#: The solver's tolerance γ on ‖∇J‖₂ (public): the released point lies within γ/Λ of the exact
+#: minimiser, which the residual release covers.
+OBJPERT_TOL = 1e-7
+#: Damped Newton iterations at most (public; ~10 are used on real tables).
+OBJPERT_MAX_ITER = 100
+#: Step sizes tried by the backtracking line search: 1, 1/2, ..., 2^-(this − 1).
+OBJPERT_HALVINGS = 31
+#: Share of μ_all (:func:`dpmcmc.accounting.gaussian_mu`) spent on the residual release.
+OBJPERT_RESIDUAL_SHARE = 0.005
 KNORM = "knorm"
 MIXED = "mixed"
 #: Choices of the last round's mechanisms: all Gaussian, all K-norm, or "mixed" (Gaussian
@@ -230,12 +296,14 @@ class GLMRelease:
     bound: float
     mu: float = 0.0
     epsilon: float = 0.0
+    jacobian: float = 0.0
 
     @property
     def size(self) -> int:
-        """Released coordinates: d for the gradient, d(d+1)/2 (upper triangle) for a K-norm
-        Hessian, d² for a Gaussian one (noised whole, then symmetrised)."""
-        if self.statistic == "gradient":
+        """Released coordinates: d for the gradient (and the ObjPert point), d(d+1)/2 (upper
+        triangle) for a K-norm Hessian, d² for a Gaussian one (noised whole, then
+        symmetrised)."""
+        if self.statistic in VECTOR_STATISTICS:
             return self.d
         if self.statistic == SUM_OF_SQUARES:
             return 1
@@ -252,7 +320,7 @@ class GLMRelease:
     def widths(self) -> np.ndarray:
         """K-norm: half-widths of the sensitivity box, one per released coordinate (the
         largest change of that coordinate between two data sets that differ in one record)."""
-        if self.statistic == "gradient":
+        if self.statistic in VECTOR_STATISTICS:
             return np.full(self.d, 2.0 * self.bound)
         if self.statistic == SUM_OF_SQUARES:  # y² ∈ [0, bound]: a change of at most the bound
             return np.full(1, self.bound)
@@ -266,17 +334,34 @@ class GLMRelease:
         if self.kind == GAUSSIAN:
             return self.sigma
         m = self.size
-        return math.sqrt((m + 1) * (m + 2) / 3.0) * float(np.max(self.widths())) / self.epsilon
+        return (math.sqrt((m + 1) * (m + 2) / 3.0) * float(np.max(self.widths()))
+                / self.noise_epsilon)
+
+    @property
+    def noise_epsilon(self) -> float:
+        """K-norm: the ε its noise is drawn at. The ObjPert point's charge also pays the
+        Jacobian term (:attr:`jacobian`), which adds no noise."""
+        return self.epsilon - self.jacobian
+
+    @property
+    def name(self) -> str:
+        """The release's name in reports and accounting events."""
+        if self.statistic in (OBJPERT_POINT, OBJPERT_RESIDUAL):
+            return self.statistic
+        return f"{self.statistic} sum, round {self.round + 1}"
 
     def report_entry(self) -> dict:
         """The release as a PrivacyReport mechanism entry."""
-        name = f"{self.statistic} sum, round {self.round + 1}"
+        name = self.name
         if self.kind == GAUSSIAN:
             return {"name": name, "kind": GAUSSIAN, "per_iteration": 1, "count": 1,
                     "mu": self.mu, "total_mu": self.mu, "sigma": self.sigma / self.bound,
                     "bound": self.bound}
-        return {"name": name, "kind": "knorm-linf (pure DP)", "per_iteration": 1, "count": 1,
-                "epsilon": self.epsilon, "bound": self.bound, "noise_sd": self.noise_sd}
+        out = {"name": name, "kind": "knorm-linf (pure DP)", "per_iteration": 1, "count": 1,
+               "epsilon": self.epsilon, "bound": self.bound, "noise_sd": self.noise_sd}
+        if self.jacobian:
+            out["jacobian_epsilon"] = self.jacobian
+        return out
 
 
 @dataclass(frozen=True)
@@ -303,6 +388,12 @@ class GLMReleasePlan:
         Linear family with the residual sd inferred: the release of ``Σ y²`` (last round).
     count_cap : int or None
         Poisson family: the declared cap C of the counts (targets clipped to ``[0, C]``).
+    finder : {"newton", "objpert"}
+        How the last round's point is found (module docstring). ``"objpert"``: one round,
+        ``gradients[0]`` the ObjPert point (its gradient's noise), ``hessians[0]`` the
+        curvature at it, :attr:`residual` the solver residual's release.
+    residual : GLMRelease or None
+        ``finder="objpert"``: the Gaussian release of the solver's residual (bound γ/Λ).
     """
 
     family: str
@@ -317,6 +408,8 @@ class GLMReleasePlan:
     draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR
     sum_of_squares: Optional[GLMRelease] = None
     count_cap: Optional[int] = None
+    finder: str = NEWTON
+    residual: Optional[GLMRelease] = None
 
     @property
     def steps(self) -> int:
@@ -324,9 +417,19 @@ class GLMReleasePlan:
 
     def releases(self) -> tuple:
         """Every release, round by round (gradient, then Hessian; the linear family's ``Σ y²``
-        last)."""
+        last; the ObjPert point, its residual, then the Hessian)."""
+        if self.finder == OBJPERT:
+            return (self.gradients[0], self.residual, self.hessians[0])
         out = tuple(r for pair in zip(self.gradients, self.hessians) for r in pair)
         return out if self.sum_of_squares is None else out + (self.sum_of_squares,)
+
+    @property
+    def ridge(self) -> float:
+        """``finder="objpert"``: the ridge Λ = β/(e^{ε_J} − 1) of the perturbed objective,
+        β = d/4 the largest eigenvalue of one record's Hessian in the box."""
+        if self.finder != OBJPERT:
+            raise AttributeError("ridge: only an ObjPert plan has one")
+        return (self.d / 4.0) / math.expm1(self.gradients[0].jacobian)
 
     @property
     def mu_total(self) -> float:
@@ -418,7 +521,8 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                  sum_of_squares_share: float = DEFAULT_SS_SHARE,
                  floor_factor: float = DEFAULT_FLOOR_FACTOR,
                  draw_floor_factor: float = DEFAULT_DRAW_FLOOR_FACTOR,
-                 count_cap: Optional[int] = None) -> GLMReleasePlan:
+                 count_cap: Optional[int] = None,
+                 finder: str = "auto") -> GLMReleasePlan:
     """Split the budget (ε, δ) over the rounds (public inputs only; module docstring).
 
     Parameters
@@ -456,6 +560,12 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     count_cap : int
         Poisson family (required there, refused elsewhere): the declared cap C of the counts;
         the per-record bounds are ``C + 1`` times a unit weight's (module docstring).
+    finder : {"auto", "newton", "objpert"}
+        How the point of the last round is found: ``"newton"`` rounds at public points, or
+        ``"objpert"``, one objective-perturbation release (logistic only) whose point comes
+        with its log-likelihood gradient (module docstring). ``"auto"``: ``"objpert"`` for the
+        logistic family when ``steps`` is not given and the last round's gradient would be a
+        K-norm release (public inputs only), else ``"newton"``.
     """
     from dpmcmc.accounting._checks import check_positive, check_probability
     from dpmcmc.accounting.gaussian import gaussian_mu
@@ -466,6 +576,17 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
     count_cap = check_count_cap(family, count_cap)
+    if finder not in FINDERS:
+        raise ValueError(f"finder must be one of {FINDERS}, got {finder!r}")
+    if finder == OBJPERT and family != "logistic":
+        raise ValueError(f"finder: 'objpert' applies to the logistic family only (its "
+                         f"per-record Hessian is bounded and its objective convex), got "
+                         f"family={family!r}")
+    if finder == OBJPERT and steps not in (None, 1):
+        raise ValueError(f"steps: finder='objpert' makes one release of the point (steps=1), "
+                         f"got steps={steps!r}")
+    steps_given = steps is not None
+    mechanism_given = mechanism
     if steps is None:
         steps = DEFAULT_STEPS if family in NEWTON_FAMILIES else 1
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
@@ -557,11 +678,61 @@ def release_plan(family: str, n: int, d: int, epsilon: float, delta: float, *,
                              else DEFAULT_FINAL_SHARE_PURE)
     else:
         early, final = plans[mechanism]
+    if finder == "auto":
+        # Public inputs only: the family, whether Newton rounds were asked for, and the
+        # mechanism the last round's gradient would use (d, ε, δ and the bounds).
+        finder = (OBJPERT if family == "logistic" and not steps_given
+                  and final[0].kind == KNORM else NEWTON)
+    if finder == OBJPERT:
+        return _objpert_plan(n, d, epsilon, delta, hessian_share, mechanism_given,
+                             float(floor_factor), float(draw_floor_factor))
     rounds = early + [final[:2]]
     return GLMReleasePlan(family, n, d, epsilon, delta, tuple(r[0] for r in rounds),
                           tuple(r[1] for r in rounds),
                           None if noise_sd is None else float(noise_sd), float(floor_factor),
                           float(draw_floor_factor), final[2], count_cap)
+
+
+def _objpert_plan(n: int, d: int, epsilon: float, delta: float, hessian_share: float,
+                  mechanism: str, floor_factor: float, draw_floor_factor: float
+                  ) -> GLMReleasePlan:
+    """The releases of ``finder="objpert"`` (public inputs only; module docstring): the ObjPert
+    point (pure, its ε split into the Jacobian share and the noise's), the Gaussian release of
+    the solver's residual (a small share of μ_all) and the Hessian at the point, the pure
+    releases taking the largest common scale (ε, δ) allows after the Gaussian ones. The
+    Hessian's mechanism: K-norm (``mechanism="knorm"``), Gaussian (``"gaussian"``, ``"mixed"``)
+    or, with ``"auto"``, the Gaussian only where it cuts the Hessian's noise sd by a fifth (the
+    rule of the Newton plan's last round)."""
+    from dpmcmc.accounting.gaussian import gaussian_mu
+    from dpmcmc.accounting.pure import max_pure_scale
+
+    mu_all = gaussian_mu(epsilon, delta)
+    mu_r = OBJPERT_RESIDUAL_SHARE * mu_all
+    g_box, h_box = _coordinate_bounds("logistic")
+
+    def build(h_kind: str) -> GLMReleasePlan:
+        if h_kind == GAUSSIAN:
+            mu_h = hessian_share * mu_all
+            eps_op = max_pure_scale(epsilon, delta, [1.0], mu=mu_r + mu_h)
+            hess = GLMRelease("Hessian", 0, GAUSSIAN, d, _bounds("logistic", d)[1], mu=mu_h)
+        else:
+            scale = max_pure_scale(epsilon, delta, [1.0 - hessian_share, hessian_share],
+                                   mu=mu_r)
+            eps_op = (1.0 - hessian_share) * scale
+            hess = GLMRelease("Hessian", 0, KNORM, d, h_box, epsilon=hessian_share * scale)
+        eps_j = OBJPERT_JACOBIAN_SHARE * eps_op
+        point = GLMRelease(OBJPERT_POINT, 0, KNORM, d, g_box, epsilon=eps_op, jacobian=eps_j)
+        ridge = (d / 4.0) / math.expm1(eps_j)
+        residual = GLMRelease(OBJPERT_RESIDUAL, 0, GAUSSIAN, d, OBJPERT_TOL / ridge, mu=mu_r)
+        return GLMReleasePlan("logistic", n, d, epsilon, delta, (point,), (hess,), None,
+                              floor_factor, draw_floor_factor, None, None, OBJPERT, residual)
+
+    if mechanism == KNORM:
+        return build(KNORM)
+    if mechanism in (GAUSSIAN, MIXED):
+        return build(GAUSSIAN)
+    pure, gauss = build(KNORM), build(GAUSSIAN)
+    return gauss if gauss.hessians[0].noise_sd < 0.8 * pure.hessians[0].noise_sd else pure
 
 
 # ------------------------------------------------------------------------ the data pass
@@ -709,6 +880,65 @@ def _round(key, theta, X, y, plan: GLMReleasePlan, grad: GLMRelease, hess: GLMRe
             _mechanism(k_h, _clipped_sum(h_i, hess), hess, noise, scales[1]))
 
 
+def _objective_terms(z, y):
+    # Σ of the logistic losses softplus(z) − y z, column by column.
+    return jnp.sum(jax.nn.softplus(z) - y[:, None] * z, axis=0)
+
+
+def objpert_solve(X, y, ridge: float, b):
+    """The minimiser of the perturbed objective
+    ``J(θ) = Σ_i [softplus(x̃_iᵀθ) − y_i x̃_iᵀθ] + (Λ/2)‖θ‖² + bᵀθ`` (Λ = ``ridge``), by damped
+    Newton in float64 until ``‖∇J‖₂ ≤ γ`` (:data:`OBJPERT_TOL`), at most
+    :data:`OBJPERT_MAX_ITER` iterations.
+
+    ``J`` is Λ-strongly convex, so the minimiser θ* is unique and ``‖θ − θ*‖ ≤ ‖∇J(θ)‖/Λ``.
+    Each iteration tries the Newton step scaled by 1, 1/2, …, 2^-30 in one pass over the data
+    and takes the first that passes the Armijo test on J; where none does, the decrement is
+    below J's float resolution (J is of size n) and the full step is taken (the region of
+    quadratic convergence). The stopping rule and the iteration cap are public constants; the
+    number of iterations is never released.
+    """
+    d = X.shape[1]
+    alphas = 0.5 ** jnp.arange(OBJPERT_HALVINGS, dtype=jnp.float64)
+
+    def grad(t):
+        return X.T @ (jax.nn.sigmoid(X @ t) - y) + ridge * t + b
+
+    def cond(state):
+        _, g, it = state
+        return (jnp.sqrt(g @ g) > OBJPERT_TOL) & (it < OBJPERT_MAX_ITER)
+
+    def body(state):
+        t, g, it = state
+        p = jax.nn.sigmoid(X @ t)
+        h = (X * (p * (1.0 - p))[:, None]).T @ X + ridge * jnp.eye(d, dtype=X.dtype)
+        step = linalg.solve(h, g)
+        cands = jnp.concatenate([t[None, :], t[None, :] - alphas[:, None] * step[None, :]])
+        f = (_objective_terms(X @ cands.T, y) + 0.5 * ridge * jnp.sum(cands * cands, axis=1)
+             + cands @ b)
+        ok = f[1:] <= f[0] - 1e-4 * alphas * (g @ step)
+        alpha = jnp.where(jnp.any(ok), alphas[jnp.argmax(ok)], 1.0)
+        t = t - alpha * step
+        return t, grad(t), it + 1
+
+    t0 = jnp.zeros(d, X.dtype)
+    return jax.lax.while_loop(cond, body, (t0, grad(t0), jnp.asarray(0)))[0]
+
+
+def _objpert_releases(key, X, y, plan: GLMReleasePlan, noise: NoiseSource):
+    """``finder="objpert"``: the ObjPert point θ, the gradient it comes with (``Λθ``: the
+    stationarity of J says ``∇L(θ*) = Λθ* + b``) and the Hessian released at θ, each with a
+    leading axis of one round (as :func:`_releases`)."""
+    point, hess, res = plan.gradients[0], plan.hessians[0], plan.residual
+    k_b, k_r, k_h = jax.random.split(key, 3)
+    zero = jnp.zeros(plan.d, jnp.float64)
+    b = noise.knorm(k_b, zero, jnp.asarray(point.widths()), point.noise_epsilon)
+    theta = noise.gaussian(k_r, objpert_solve(X, y, plan.ridge, b), res.sigma)
+    _, h_i = _per_record("logistic", theta, X, y)
+    h_rel = _mechanism(k_h, _clipped_sum(h_i, hess), hess, noise)
+    return theta[None], (plan.ridge * theta)[None], h_rel[None]
+
+
 def _releases(key, X, y, plan: GLMReleasePlan, prior_prec, noise: NoiseSource):
     """The ``2K`` releases and the public points they were made at.
 
@@ -716,6 +946,8 @@ def _releases(key, X, y, plan: GLMReleasePlan, prior_prec, noise: NoiseSource):
     scales (σ or ε; bounds equal), so they run as one ``lax.scan`` over those scales — compiled
     once, not once per round; the last round, which may use another mechanism, follows.
     """
+    if plan.finder == OBJPERT:
+        return _objpert_releases(key, X, y, plan, noise)
     theta = jnp.zeros(plan.d, jnp.float64)
     keys = jax.random.split(key, plan.steps)
     early = list(zip(plan.gradients[:-1], plan.hessians[:-1]))
@@ -864,6 +1096,8 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
     cap = _curvature_cap(plan)
     infer = plan.sum_of_squares is not None
     nu = max(plan.n - d, 1)
+    # ObjPert: the residual release's noise on the point (module docstring).
+    extra = ((plan.residual.sigma ** 2, plan.ridge) if plan.finder == OBJPERT else (0.0, 0.0))
 
     def one(k):
         k1, k2, k3, k4, k5, k6 = jax.random.split(k, 6)
@@ -885,7 +1119,8 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
             s2 = rss / (2.0 * jax.random.gamma(k4, nu / 2.0, dtype=jnp.float64))
         lam_w = _shrink_eigenvalues(vals, t, cap)      # the width's curvature (shrunk)
         lam_c = jnp.clip(vals, 0.0, cap)                # the centre's (unshrunk)
-        mean = _conjugate((vecs * lam_c) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec)[0]
+        mean = _conjugate((vecs * lam_c) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec,
+                          *extra)[0]
         if plan.family in NEWTON_FAMILIES and SECANT:
             # The score at θ_K is H̄(θ − θ_K) with H̄ the mean Hessian on the segment, not
             # H(θ_K): a logistic weight σ(1 − σ) changes by at most e^{|Δz|} when the logit moves
@@ -899,8 +1134,10 @@ def noise_aware_draws(key, theta_k, g_rel, h_rel, plan: GLMReleasePlan, prior_pr
             m = jnp.clip(jnp.sum(jnp.abs(mean - theta_k)), 1e-12, SECANT_M_MAX)
             c = jnp.exp(m * jax.random.uniform(k6, (d,), jnp.float64, -1.0, 1.0))
             lam_w, lam_c = jnp.minimum(lam_w * c, cap), jnp.minimum(lam_c * c, cap)
-            mean = _conjugate((vecs * lam_c) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec)[0]
-        chol = _conjugate((vecs * lam_w) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec)[1]
+            mean = _conjugate((vecs * lam_c) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec,
+                              *extra)[0]
+        chol = _conjugate((vecs * lam_w) @ vecs.T, s2, sz, g_rel, theta_k, prior_prec,
+                          *extra)[1]
         z = jax.random.normal(k5, (d,), jnp.float64)
         # θ = mean + L⁻ᵀ z has covariance (L Lᵀ)⁻¹ = Λ⁻¹ (Λ from the shrunk curvature).
         return mean + linalg.solve_triangular(chol.T, z, lower=False)
@@ -923,12 +1160,18 @@ SECANT_M_MAX = 1.0
 CENTRE_FROM_UNSHRUNK = True
 
 
-def _conjugate(h, s2, sz, g_rel, theta_k, prior_prec):
+def _conjugate(h, s2, sz, g_rel, theta_k, prior_prec, sr2=0.0, ridge=0.0):
     """Mean and Cholesky factor of the precision of θ's Gaussian posterior given curvature
-    ``h``: ``ĝ ~ N(h(θ − θ_K), s²h + Σ_z)``, prior N(0, P⁻¹)."""
+    ``h``: ``ĝ ~ N(h(θ − θ_K), s²h + Σ_z)``, prior N(0, P⁻¹). ObjPert (``sr2 > 0``): the point's
+    residual noise r (sd² ``sr2``) adds ``(h + ΛI) r`` to the score, covariance
+    ``sr2 (h + ΛI)²``."""
     # Through dpmcmc.linalg: under the vmap of the draws, one matrix per LAPACK call (a batched
     # call can deadlock XLA's CPU thread pool; dpmcmc/linalg.py).
-    la = linalg.cholesky(s2 * h + sz)
+    a = s2 * h + sz
+    if sr2:
+        hr = h + ridge * jnp.eye(h.shape[0], dtype=h.dtype)
+        a = a + sr2 * (hr @ hr)
+    la = linalg.cholesky(a)
     x = linalg.solve_triangular(la, h, lower=True)            # L_A⁻¹ H
     r = linalg.solve_triangular(la, g_rel + h @ theta_k, lower=True)
     chol = linalg.cholesky(x.T @ x + prior_prec)
@@ -1014,12 +1257,13 @@ _MODEL_FAMILIES = {"logistic_regression": "logistic", "linear_regression": "line
 #: The parameters of the card (``prepare``), with their defaults (``None``: from the model).
 _PARAMS = {"family": None, "noise_sd": None, "steps": None, "final_share": None,
            "hessian_share": None, "sum_of_squares_share": DEFAULT_SS_SHARE, "mechanism": "auto",
-           "early_mechanism": "auto", "prior_sd": None, "draws": 1000, "count_cap": None}
+           "early_mechanism": "auto", "prior_sd": None, "draws": 1000, "count_cap": None,
+           "finder": "auto"}
 #: Accounting parameters: the budget the releases were split for, and how (the Poisson
 #: family's declared cap sets its releases' bounds, so it is one of them).
 _SPLIT = ("family", "dim", "split_epsilon", "split_delta")
 _SPLIT_OPTIONAL = ("steps", "final_share", "hessian_share", "mechanism", "noise_sd",
-                   "sum_of_squares_share", "early_mechanism", "count_cap")
+                   "sum_of_squares_share", "early_mechanism", "count_cap", "finder")
 
 
 def _prepare(params: dict, model, n) -> dict:
@@ -1069,9 +1313,8 @@ def _prepare(params: dict, model, n) -> dict:
         out["prior_sd"] = math.sqrt(meta["prior_var"]) if "prior_var" in meta else 10.0
     out["prior_sd"] = check_positive("prior_sd", out["prior_sd"])
     out["draws"] = check_int("draws", out["draws"], minimum=1)
-    if out["steps"] is None:
-        out["steps"] = DEFAULT_STEPS if out["family"] in NEWTON_FAMILIES else 1
-    # The split's own checks (steps, shares, mechanism), naming the argument.
+    # The split's own checks (steps, shares, mechanism, finder), naming the argument. The
+    # finder (and with it the number of rounds) is resolved with the budget, in split_params.
     release_plan(out["family"], int(n), int(model.dim), 1.0, 1e-6,
                  **{k: out[k] for k in _SPLIT_OPTIONAL if out[k] is not None})
     return out
@@ -1085,10 +1328,14 @@ def split_params(prepared: dict, dim: int, epsilon: float, delta: float) -> dict
     out = dict({k: prepared[k] for k in _SPLIT_OPTIONAL if prepared.get(k) is not None},
                family=prepared["family"], dim=int(dim), split_epsilon=float(epsilon),
                split_delta=float(delta))
+    # Resolved from the budget and recorded, so the record re-derives the same releases
+    # whatever a later default: the finder, the rounds it makes, the early rounds' mechanism.
+    resolved = release_plan(out["family"], 1, out["dim"], out["split_epsilon"],
+                            out["split_delta"], **{k: out[k] for k in _SPLIT_OPTIONAL if k in out})
+    out["finder"] = resolved.finder
+    out["steps"] = resolved.steps
     if out.get("early_mechanism", "auto") == "auto":
-        out["early_mechanism"] = _early_kind(release_plan(
-            out["family"], 1, out["dim"], out["split_epsilon"], out["split_delta"],
-            **{k: out[k] for k in _SPLIT_OPTIONAL if k in out}))
+        out["early_mechanism"] = _early_kind(resolved)
     return out
 
 
@@ -1102,6 +1349,8 @@ def plan_releases(n: int, split: dict) -> GLMReleasePlan:
     ``early_mechanism`` predates pure early rounds: its early rounds were Gaussian."""
     kw = {k: split[k] for k in _SPLIT_OPTIONAL if k in split}
     kw.setdefault("early_mechanism", GAUSSIAN)
+    # A record without ``finder`` predates the ObjPert finder: its rounds were Newton's.
+    kw.setdefault("finder", NEWTON)
     return release_plan(split["family"], n, split["dim"], split["split_epsilon"],
                         split["split_delta"], **kw)
 
@@ -1127,8 +1376,8 @@ def _events(n: int, params: dict) -> tuple:
 
     out = []
     for r in plan_releases(n, params).releases():
-        name = f"{r.statistic} sum, round {r.round + 1}"
-        out.append(mu_release(name, r.mu) if r.kind == GAUSSIAN else pure_release(name, r.epsilon))
+        out.append(mu_release(r.name, r.mu) if r.kind == GAUSSIAN
+                   else pure_release(r.name, r.epsilon))
     return tuple(out)
 
 
@@ -1144,7 +1393,8 @@ def _noise_lines(p: dict, n: int, dim: int, temperature: float = 1.0) -> tuple:
     # log-likelihood Hessian with eigenvalue λ by s/λ, against a posterior sd of 1/√λ: the
     # direction is noise-dominated when λ < s². Public threshold; λ itself is data.
     return (
-        NoiseLine(f"gradient sum (last round, {grad.kind})", sg,
+        NoiseLine(f"gradient at the ObjPert point ({grad.kind})" if rp.finder == OBJPERT
+                  else f"gradient sum (last round, {grad.kind})", sg,
                   "Hessian eigenvalue (scaled design) below which a direction is noise-dominated, "
                   "s_g²", sg * sg),
         NoiseLine(f"Hessian sum (last round, {hess.kind})", sh,
@@ -1253,6 +1503,25 @@ def _release_sum(plan: GLMReleasePlan, data, theta, rel: GLMRelease):
     return _clipped_sum(g if rel.statistic == "gradient" else h, rel)
 
 
+def objpert_log_ratio(plan: GLMReleasePlan, d_set, dp_set, theta):
+    """``log p_D(θ) − log p_D'(θ)`` of the ObjPert point: its density is
+    ``ν(b_D(θ)) det(ΛI + H_D(θ))`` with ``b_D(θ) = ∇L_D(θ) − Λθ`` the noise that makes θ the
+    minimiser on D (module docstring), so the ratio is ``ε_b (‖b_D'‖_K − ‖b_D‖_K)`` plus the
+    log-determinants' difference. At the released point (its residual noise, sd ~1e-6, is
+    ignored)."""
+    point, lam = plan.gradients[0], plan.ridge
+    width = float(np.max(point.widths()))
+
+    def parts(data):
+        g, h = _per_record("logistic", theta, data[:, :-1], data[:, -1])
+        b = jnp.sum(g, axis=0) - lam * theta
+        chol = linalg.cholesky(jnp.sum(h, axis=0) + lam * jnp.eye(plan.d, dtype=h.dtype))
+        return jnp.max(jnp.abs(b)) / width, 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
+
+    (ka, la), (kb, lb) = parts(d_set), parts(dp_set)
+    return point.noise_epsilon * (kb - ka) + la - lb
+
+
 def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
     """``(data, keys) -> (transcript log-ratio, posterior-mean slope)`` per run, compiled once."""
     # Built in NumPy and put on the device as they are: as eager JAX operations (jnp.eye, and
@@ -1263,8 +1532,14 @@ def audit_runner(plan: GLMReleasePlan, d_set, dp_set, noise: NoiseSource):
     def one(data, key):
         thetas, gs, hs = _releases(key, data[:, :-1], data[:, -1], plan, prior, noise)
         llr = 0.0
-        for k in range(plan.steps):
-            for rel, out in ((plan.gradients[k], gs[k]), (plan.hessians[k], hs[k])):
+        rounds = [((plan.gradients[k], gs[k]), (plan.hessians[k], hs[k]))
+                  for k in range(plan.steps)]
+        if plan.finder == OBJPERT:
+            # The point's density ratio, then the Hessian's like any other release.
+            llr = objpert_log_ratio(plan, d_set, dp_set, thetas[0])
+            rounds = [((plan.hessians[0], hs[0]),)]
+        for k, pairs in enumerate(rounds):
+            for rel, out in pairs:
                 a = _release_sum(plan, d_set, thetas[k], rel)
                 b = _release_sum(plan, dp_set, thetas[k], rel)
                 if rel.kind == GAUSSIAN:
