@@ -126,7 +126,7 @@ def test_pure_early_rounds_spend_the_budget_and_old_records_replay():
 
 
 # slow (tests/suite_budget.py, SLOW_CASES_B): a program of its own (~0.6 CPU-s); the default run
-# runs pure early rounds through dpmcmc.glm in test_report_charges_what_the_mechanisms_draw.
+# runs pure early rounds through dpmcmc.glm in tests/tabular/test_tabular.py's Poisson fit.
 def test_pure_early_rounds_release_in_one_program():
     """The releases of a plan with pure early rounds (one scan over their ε), run as one
     compiled program: a public point per round and finite Hessian releases."""
