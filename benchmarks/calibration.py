@@ -221,9 +221,12 @@ def report(rows: list, command: str, path: Path = REPORT) -> None:
         "## The method in one paragraph",
         "",
         "The noise-aware GLM (`dpmcmc.samplers.noise_aware_glm`) releases Newton statistics "
-        "(early Gaussian rounds, a final round whose gradient is K-norm and whose Hessian is "
+        "(Poisson: early rounds, a final round whose gradient is K-norm and whose Hessian is "
         "K-norm or Gaussian, decided from public inputs; linear: Σyx̃, Σx̃x̃ᵀ and Σy² in one "
-        "round). Each posterior draw takes a curvature from the released Hessian minus a fresh "
+        "round; logistic, wherever its gradient would be a K-norm release: one "
+        "objective-perturbation point θ_K, whose log-likelihood gradient is the public Λθ_K up "
+        "to the release's K-norm noise, its solver's residual, and the Hessian at θ_K; "
+        "`finder=\"objpert\"`, docs/tabular.md). Each posterior draw takes a curvature from the released Hessian minus a fresh "
         "noise draw, moves each eigenvalue λ to (λ² − t²)/λ above t and to 0 below it "
         "(t = 2√2 s √(i − 1) for the i-th smallest, s the entries' noise sd; before the `width` "
         "branch t = 2 s √d, the noise's spectral scale, for all), for the logistic family "
