@@ -145,7 +145,7 @@ def test_glm_and_cli_charge_the_ledger(tmp_path):
     assert ok.exit_code == 0, ok.output
     # No --algorithm: the command runs the noise-aware GLM, prints its plan and its report's
     # releases, and saves its draws (the CLI's defaults: 4 chains x 1000 draws).
-    assert "Plan: noise-aware-glm" in ok.stdout and "gradient sum" in ok.stdout
+    assert "Plan: noise-aware-glm" in ok.stdout and "ObjPert point" in ok.stdout
     saved = dpmcmc.load(tmp_path / "r.nc")
     assert saved.algorithm == "noise-aware-glm" and saved.samples.shape == (4, 1000, 2)
     refused = runner.invoke(app, args[:-4] + ["--out", str(tmp_path / "r2.nc"), "--ledger", str(led_path)])
