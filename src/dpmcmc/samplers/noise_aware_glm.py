@@ -1213,7 +1213,9 @@ def fit(key, data: Any, plan: GLMReleasePlan, *, prior_sd: float, chains: int = 
     dict
         ``samples`` (chains, draws, d) on the scaled design, and the released values
         ``thetas`` (K, d), ``gradients`` (K, d), ``hessians`` (K, d, d); linear with the
-        residual sd inferred, ``sum_of_squares`` (1,).
+        residual sd inferred, ``sum_of_squares`` (1,). ``finder="objpert"``: K = 1, ``thetas``
+        the released ObjPert point θ and ``gradients`` its log-likelihood gradient as the
+        release gives it, ``Λθ`` (a function of θ; the noise is in θ).
     """
     from dpmcmc.runtime import compile_cache as _compile_cache
 
